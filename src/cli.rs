@@ -1,0 +1,41 @@
+//! The command line: `seckill serve | lab | race`.
+
+use clap::{Parser, Subcommand};
+
+use crate::lab::LabArgs;
+use crate::race::RaceArgs;
+use crate::serve::ServeArgs;
+
+/// seckill — a flash-sale inventory backend and a laboratory of the ways to
+/// protect a hot stock counter.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+pub struct Cli {
+    /// Log format: `text` or `json`.
+    #[arg(
+        long,
+        env = "SECKILL_LOG_FORMAT",
+        default_value = "text",
+        global = true
+    )]
+    pub log_format: String,
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one instance: the HTTP API, its order writer, migrations at
+    /// start-up. Needs Redis, PostgreSQL and an admin token.
+    Serve(ServeArgs),
+    /// Start the whole topology natively (Redis, PostgreSQL, N instances,
+    /// nginx) on free loopback ports; print the gateway URL and admin
+    /// token; tear everything down on Ctrl-C.
+    Lab(LabArgs),
+    /// Race every strategy (or --strategies) with many concurrent buyers
+    /// and print the oversell comparison. Exits 1 if a safe strategy
+    /// oversold or client 200s differ from recorded orders.
+    Race(RaceArgs),
+}

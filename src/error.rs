@@ -1,0 +1,115 @@
+//! Errors, one enum per layer, and the one place where they become HTTP
+//! statuses and the contract's JSON body `{"error":{"code":…,"message":…}}`.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// A failure of a backend (Redis, PostgreSQL) while serving a request.
+///
+/// Strategies return this for infrastructure trouble only; "sold out" and
+/// "busy" are ordinary [`crate::strategy::Outcome`]s, not errors.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// Redis refused, timed out or dropped the connection.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// The Redis pool could not hand out a connection.
+    #[error("redis pool: {0}")]
+    RedisPool(#[from] deadpool_redis::PoolError),
+    /// PostgreSQL failed a query or the pool timed out.
+    #[error("postgres: {0}")]
+    Postgres(#[from] sqlx::Error),
+    /// Stored data did not have the shape this code wrote (a bug or a
+    /// hand-edited key), reported instead of guessed around.
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+}
+
+/// Everything an HTTP handler can answer with besides success.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400: a malformed id, buyer, header or body.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: the admin endpoint was called without a bearer token.
+    #[error("missing admin token")]
+    Unauthorized,
+    /// 403: the bearer token is not the admin token.
+    #[error("wrong admin token")]
+    Forbidden,
+    /// 404: no product with that id has been created.
+    #[error("unknown product {0}")]
+    UnknownProduct(i64),
+    /// 404: no route.
+    #[error("no such endpoint")]
+    NotFound,
+    /// 405: the route exists with another method.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// 409: the product has no stock left.
+    #[error("sold out")]
+    SoldOut,
+    /// 503: the lock was not acquired in time, retries ran out or the
+    /// service is shedding load; the client may retry after the hint.
+    #[error("{message}")]
+    Busy {
+        /// Why the request was turned away.
+        message: String,
+        /// Sent as `Retry-After` (whole seconds, at least 1).
+        retry_after: Duration,
+    },
+    /// 503 from `/readyz`: a backend is unreachable.
+    #[error("not ready: {0}")]
+    NotReady(String),
+    /// 500: a backend failed. Logged with its cause; the client sees an
+    /// opaque message and no sale was recorded.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+impl ApiError {
+    /// The contract's status and machine-readable code for this error.
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::UnknownProduct(_) => (StatusCode::NOT_FOUND, "unknown_product"),
+            Self::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            Self::SoldOut => (StatusCode::CONFLICT, "sold_out"),
+            Self::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+            Self::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
+            Self::Backend(_) => (StatusCode::INTERNAL_SERVER_ERROR, "backend"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = match &self {
+            Self::Backend(cause) => {
+                tracing::error!(error = %cause, "backend failure");
+                "a backend failed; nothing was sold".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let mut response = (
+            status,
+            Json(json!({"error": {"code": code, "message": message}})),
+        )
+            .into_response();
+        if let Self::Busy { retry_after, .. } = &self {
+            let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}

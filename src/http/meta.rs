@@ -1,0 +1,40 @@
+//! `GET /strategies`, `/healthz`, `/readyz`.
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use super::AppState;
+use crate::error::ApiError;
+use crate::strategy::Info;
+
+/// The strategy catalogue.
+pub async fn strategies(State(app): State<AppState>) -> Json<Vec<Info>> {
+    Json(app.registry().infos())
+}
+
+/// Liveness: the process answers.
+pub async fn healthz(State(app): State<AppState>) -> Json<Value> {
+    Json(json!({"status": "ok", "instance": app.inner.instance}))
+}
+
+/// Readiness: Redis and PostgreSQL both answer.
+pub async fn readyz(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let backends = app.backends();
+    let mut conn = backends
+        .redis
+        .get()
+        .await
+        .map_err(|e| ApiError::NotReady(format!("redis: {e}")))?;
+    let _: String = redis::cmd("PING")
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| ApiError::NotReady(format!("redis: {e}")))?;
+    sqlx::query("SELECT 1")
+        .execute(&backends.pg)
+        .await
+        .map_err(|e| ApiError::NotReady(format!("postgres: {e}")))?;
+    Ok(Json(
+        json!({"status": "ready", "instance": app.inner.instance}),
+    ))
+}

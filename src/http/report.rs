@@ -1,0 +1,56 @@
+//! `GET /stock/{id}` and `GET /report`: the ledger.
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::AppState;
+use crate::catalog;
+use crate::error::ApiError;
+use crate::ledger::{self, Ledger};
+use crate::product::parse_id;
+
+/// One product's ledger.
+pub async fn one(
+    State(app): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Ledger>, ApiError> {
+    let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let id = parse_id(&raw_id)?;
+    let product = catalog::load(app.backends(), id)
+        .await?
+        .ok_or(ApiError::UnknownProduct(id))?;
+    let mut ledgers = ledger::compute(app.backends(), app.registry(), &[product]).await?;
+    Ok(Json(ledgers.remove(0)))
+}
+
+/// `?format=json|csv`.
+#[derive(Debug, Deserialize)]
+pub struct ReportQuery {
+    format: Option<String>,
+}
+
+/// Every product's ledger: the comparison table.
+pub async fn all(
+    State(app): State<AppState>,
+    query: Result<Query<ReportQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let products = catalog::all(app.backends()).await?;
+    let ledgers = ledger::compute(app.backends(), app.registry(), &products).await?;
+    match query.format.as_deref() {
+        None | Some("json") => Ok(Json(ledgers).into_response()),
+        Some("csv") => Ok((
+            [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
+            ledger::to_csv(&ledgers),
+        )
+            .into_response()),
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "format must be json or csv, got {:?}",
+            crate::product::truncate(other, 20)
+        ))),
+    }
+}

@@ -1,0 +1,291 @@
+//! `seckill lab`: the whole topology, natively, on free loopback ports in a
+//! temporary directory — Redis, PostgreSQL, N instances of this binary and
+//! nginx in front. The integration tests use the same code (through the
+//! `seckill lab --json` subprocess), so what is tested is what users run.
+
+mod find;
+mod nginx;
+mod postgres;
+pub mod process;
+mod redis;
+
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use tokio::process::Command;
+
+use process::Managed;
+
+/// What to start.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LabArgs {
+    /// Number of `seckill serve` instances behind nginx.
+    #[arg(long, env = "SECKILL_LAB_INSTANCES", default_value_t = 2)]
+    pub instances: usize,
+    /// Gateway port (default: a free one).
+    #[arg(long, env = "SECKILL_LAB_GATEWAY_PORT")]
+    pub gateway_port: Option<u16>,
+    /// Admin token (default: a random one, printed).
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Print one JSON line describing the topology instead of prose (for
+    /// scripts and the test harness).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where everything is; printed by `seckill lab --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabInfo {
+    /// nginx, the entry point.
+    pub gateway_url: String,
+    /// Bearer token for the admin API.
+    pub admin_token: String,
+    /// Each instance, directly (bypassing nginx).
+    pub instances: Vec<InstanceInfo>,
+    /// The Redis the instances use.
+    pub redis_url: String,
+    /// The PostgreSQL the instances use.
+    pub postgres_url: String,
+    /// The lab's temporary directory (logs live here).
+    pub dir: PathBuf,
+}
+
+/// One instance.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstanceInfo {
+    /// Its `served_by` name.
+    pub name: String,
+    /// Its own URL.
+    pub url: String,
+    /// Its process id.
+    pub pid: Option<u32>,
+}
+
+/// A running lab. Stop it with [`Lab::stop`]; dropping it kills everything
+/// and deletes the directory too, only less politely.
+pub struct Lab {
+    /// Everything the caller may need.
+    pub info: LabInfo,
+    /// Started processes, in start order (stopped in reverse).
+    processes: Vec<Managed>,
+    /// Deleted on drop, after the processes are gone.
+    _dir: tempfile::TempDir,
+}
+
+/// How long each server may take to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Lab {
+    /// Starts the topology and waits until every part answers.
+    pub async fn start(args: &LabArgs) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            (1..=16).contains(&args.instances),
+            "--instances must be 1 to 16"
+        );
+        let dir = tempfile::Builder::new().prefix("seckill-lab-").tempdir()?;
+        // Readable by the postgres user when the lab runs as root.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+        let admin_token = args.admin_token.clone().unwrap_or_else(random_token);
+        let mut lab = Self {
+            info: LabInfo {
+                gateway_url: String::new(),
+                admin_token,
+                instances: Vec::new(),
+                redis_url: String::new(),
+                postgres_url: String::new(),
+                dir: dir.path().to_owned(),
+            },
+            processes: Vec::new(),
+            _dir: dir,
+        };
+        lab.start_backends().await?;
+        lab.start_instances(args.instances).await?;
+        lab.start_gateway(args.gateway_port).await?;
+        Ok(lab)
+    }
+
+    async fn start_backends(&mut self) -> anyhow::Result<()> {
+        let root = self.info.dir.clone();
+        let redis_port = free_port()?;
+        self.info.redis_url = format!("redis://127.0.0.1:{redis_port}");
+        let server = redis::start(&root.join("redis"), redis_port)?;
+        let url = self.info.redis_url.clone();
+        self.wait(server, move || {
+            let url = url.clone();
+            async move { redis::ready(&url).await }
+        })
+        .await?;
+
+        let pg_port = free_port()?;
+        self.info.postgres_url = postgres::url(pg_port);
+        let server = postgres::start(&root.join("postgres"), pg_port).await?;
+        let url = self.info.postgres_url.clone();
+        self.wait(server, move || {
+            let url = url.clone();
+            async move { postgres::ready(&url).await }
+        })
+        .await
+    }
+
+    /// Starts all instances at once (which also exercises concurrent
+    /// migrations), then waits for each `/readyz`.
+    async fn start_instances(&mut self, count: usize) -> anyhow::Result<()> {
+        let exe = std::env::current_exe().context("locating the seckill binary")?;
+        let mut started = Vec::new();
+        for index in 0..count {
+            let name = format!("instance-{}", (b'a' + index as u8) as char);
+            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+            let mut command = Command::new(&exe);
+            command
+                .arg("serve")
+                .env("SECKILL_LISTEN", addr.to_string())
+                .env("SECKILL_INSTANCE", &name)
+                .env("SECKILL_REDIS_URL", &self.info.redis_url)
+                .env("SECKILL_DATABASE_URL", &self.info.postgres_url)
+                .env("SECKILL_ADMIN_TOKEN", &self.info.admin_token)
+                .env(
+                    "RUST_LOG",
+                    std::env::var("SECKILL_LAB_LOG").unwrap_or_else(|_| "info".into()),
+                );
+            let log = self.info.dir.join(format!("{name}.log"));
+            let process = Managed::spawn(&name, command, &log)?;
+            self.info.instances.push(InstanceInfo {
+                name,
+                url: format!("http://{addr}"),
+                pid: process.pid(),
+            });
+            started.push(process);
+        }
+        let urls: Vec<String> = self.info.instances.iter().map(|i| i.url.clone()).collect();
+        for (process, url) in started.into_iter().zip(urls) {
+            self.wait(process, move || {
+                let url = format!("{url}/readyz");
+                async move { http_ok(&url).await }
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn start_gateway(&mut self, port: Option<u16>) -> anyhow::Result<()> {
+        let port = match port {
+            Some(port) => port,
+            None => free_port()?,
+        };
+        let listen = SocketAddr::from(([127, 0, 0, 1], port));
+        let upstreams: Vec<SocketAddr> = self
+            .info
+            .instances
+            .iter()
+            .map(|i| i.url.trim_start_matches("http://").parse())
+            .collect::<Result<_, _>>()?;
+        let server = nginx::start(&self.info.dir.join("nginx"), listen, &upstreams)?;
+        self.info.gateway_url = format!("http://{listen}");
+        let url = format!("{}/healthz", self.info.gateway_url);
+        self.wait(server, move || {
+            let url = url.clone();
+            async move { http_ok(&url).await }
+        })
+        .await
+    }
+
+    /// Polls `ready` until it holds, failing early (with the log) if the
+    /// process exits; the process joins the lab either way so it is
+    /// cleaned up.
+    async fn wait<F, Fut>(&mut self, process: Managed, mut ready: F) -> anyhow::Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        self.processes.push(process);
+        let process = self.processes.last_mut().expect("just pushed");
+        let started = Instant::now();
+        loop {
+            process.ensure_running()?;
+            if ready().await {
+                return Ok(());
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                anyhow::bail!(
+                    "{} not ready after {READY_TIMEOUT:?}; its log ends with:\n{}",
+                    process.name,
+                    process.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops everything politely, newest first (nginx, instances — which
+    /// drain their order writers — then the backends), and deletes the
+    /// directory.
+    pub async fn stop(mut self) {
+        while let Some(process) = self.processes.pop() {
+            process.stop(Duration::from_secs(10)).await;
+        }
+    }
+}
+
+/// A port that was free a moment ago (the OS picks it; a tiny race with
+/// other programs remains and shows up as a start failure, not a hang).
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
+}
+
+fn random_token() -> String {
+    let bytes: [u8; 16] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+async fn http_ok(url: &str) -> bool {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .build();
+    match client {
+        Ok(client) => client
+            .get(url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success()),
+        Err(_) => false,
+    }
+}
+
+/// `seckill lab`: start, print where things are, wait for Ctrl-C, SIGTERM
+/// or the parent's death, stop.
+pub async fn run(args: LabArgs) -> anyhow::Result<()> {
+    let parent = std::os::unix::process::parent_id();
+    let lab = Lab::start(&args).await?;
+    if args.json {
+        println!("{}", serde_json::to_string(&lab.info)?);
+    } else {
+        println!("seckill lab is up ({} instances)", lab.info.instances.len());
+        println!("  gateway      {}", lab.info.gateway_url);
+        println!("  admin token  {}", lab.info.admin_token);
+        for instance in &lab.info.instances {
+            println!("  {:<12} {}", instance.name, instance.url);
+        }
+        println!("  redis        {}", lab.info.redis_url);
+        println!("  postgres     {}", lab.info.postgres_url);
+        println!("  logs         {}", lab.info.dir.display());
+        println!("Ctrl-C stops it and removes everything.");
+    }
+    let parent_gone = async {
+        while std::os::unix::process::parent_id() == parent {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::select! {
+        _ = crate::serve::shutdown_signal() => {}
+        _ = parent_gone => {}
+    }
+    lab.stop().await;
+    Ok(())
+}

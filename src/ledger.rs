@@ -1,0 +1,154 @@
+//! The ledger: how many units each product sold, counted from durable
+//! orders and never from the stock counter.
+//!
+//! An order is either still in the Redis stream or already in PostgreSQL
+//! (or, briefly, in both: committed but not yet acknowledged). The stream is
+//! read first, then one PostgreSQL query counts the table's orders plus the
+//! stream's orders the table does not have yet. An entry that moves between
+//! the two reads is in the table by then, so every order counts once.
+
+use std::collections::HashMap;
+
+use redis::AsyncCommands;
+use redis::streams::StreamRangeReply;
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::error::BackendError;
+use crate::orders::writer::parse_entry;
+use crate::product::{Product, Settings, keys};
+use crate::strategy::{Backends, Registry, Store};
+
+/// One product's line of the comparison.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct Ledger {
+    /// Product id.
+    pub id: i64,
+    /// Strategy selling it.
+    pub strategy: String,
+    /// Stock set by the last reset.
+    pub initial: i64,
+    /// Orders recorded since the last reset, wherever they are.
+    pub sold: i64,
+    /// The strategy's own stock counter now.
+    pub remaining: i64,
+    /// `max(0, sold - initial)`: units sold that did not exist.
+    pub oversold: i64,
+    /// Decrements that vanished: `max(0, sold - (initial - remaining))`.
+    /// Two buyers writing the same `stock - 1` show up here.
+    pub lost_updates: i64,
+    /// Units gone from the counter with no order: `max(0, (initial -
+    /// remaining) - sold)`. Always 0 unless a sale was recorded half.
+    pub missing_orders: i64,
+    /// Of `sold`, orders still in the stream, not yet in PostgreSQL.
+    pub pending: i64,
+    /// Reset generation.
+    pub epoch: i64,
+    /// The product's knobs.
+    pub settings: Settings,
+}
+
+/// Order ids still in the stream, by (product, epoch).
+type StreamOrders = HashMap<(i64, i64), Vec<Uuid>>;
+
+/// The ledger of each given product, in the given order.
+pub async fn compute(
+    backends: &Backends,
+    registry: &Registry,
+    products: &[Product],
+) -> Result<Vec<Ledger>, BackendError> {
+    let in_stream = stream_orders(backends).await?;
+    let mut ledgers = Vec::with_capacity(products.len());
+    for product in products {
+        let pending_ids = in_stream
+            .get(&(product.id, product.epoch))
+            .cloned()
+            .unwrap_or_default();
+        let (in_table, pending): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM orders WHERE product_id = $1 AND epoch = $2), \
+                    (SELECT count(*) FROM unnest($3::uuid[]) AS s(id) \
+                     WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_id = s.id))",
+        )
+        .bind(product.id)
+        .bind(product.epoch)
+        .bind(&pending_ids)
+        .fetch_one(&backends.pg)
+        .await?;
+        let store = registry
+            .get(&product.strategy)
+            .map(|s| s.info().store)
+            .unwrap_or(Store::Redis);
+        let remaining = remaining(backends, product.id, store).await?;
+        let sold = in_table + pending;
+        let taken = product.initial - remaining;
+        ledgers.push(Ledger {
+            id: product.id,
+            strategy: product.strategy.clone(),
+            initial: product.initial,
+            sold,
+            remaining,
+            oversold: (sold - product.initial).max(0),
+            lost_updates: (sold - taken).max(0),
+            missing_orders: (taken - sold).max(0),
+            pending,
+            epoch: product.epoch,
+            settings: product.settings,
+        });
+    }
+    Ok(ledgers)
+}
+
+/// Reads the whole stream once and groups its order ids. The writer deletes
+/// entries once stored, so the stream holds only the not-yet-stored tail.
+async fn stream_orders(backends: &Backends) -> Result<StreamOrders, BackendError> {
+    let mut conn = backends.redis.get().await?;
+    let reply: StreamRangeReply = conn.xrange_all(keys::ORDERS).await?;
+    let mut grouped = StreamOrders::new();
+    for order in reply.ids.iter().filter_map(parse_entry) {
+        grouped
+            .entry((order.product_id, order.epoch))
+            .or_default()
+            .push(order.order_id);
+    }
+    Ok(grouped)
+}
+
+/// The strategy's own stock counter.
+async fn remaining(backends: &Backends, id: i64, store: Store) -> Result<i64, BackendError> {
+    match store {
+        Store::Redis => {
+            let mut conn = backends.redis.get().await?;
+            crate::store::read(&mut conn, id).await
+        }
+        Store::Postgres => Ok(
+            sqlx::query_scalar("SELECT stock FROM products WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&backends.pg)
+                .await?
+                .unwrap_or(0),
+        ),
+    }
+}
+
+/// The ledger as CSV (header plus one line per product).
+pub fn to_csv(ledgers: &[Ledger]) -> String {
+    let mut out = String::from(
+        "id,strategy,initial,sold,remaining,oversold,lost_updates,missing_orders,pending,epoch\n",
+    );
+    for l in ledgers {
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{}\n",
+            l.id,
+            l.strategy,
+            l.initial,
+            l.sold,
+            l.remaining,
+            l.oversold,
+            l.lost_updates,
+            l.missing_orders,
+            l.pending,
+            l.epoch
+        ));
+    }
+    out
+}

@@ -1,0 +1,30 @@
+//! seckill: a flash-sale inventory backend and a laboratory of the ways to
+//! protect a hot stock counter.
+//!
+//! Map of the crate:
+//! - [`serve`]: one instance (pools, migrations, order writer, HTTP server);
+//!   [`http`] its routes; [`error`] the status table in one place.
+//! - [`strategy`]: the ways to sell a unit, chosen per product from a
+//!   registry; [`lock`] the locks the locked strategies compose with the
+//!   shared critical section; [`store`] the Redis stock store.
+//! - [`catalog`]: products (load on the buy path, reset everywhere);
+//!   [`product`] their types and key names.
+//! - [`orders`]: what a sale records, and the writer that moves Redis-sold
+//!   orders into PostgreSQL; [`ledger`] counts them honestly.
+//! - [`lab`]: the whole topology natively, for users and tests alike;
+//!   [`race`] the load driver and the comparison.
+
+pub mod backoff;
+pub mod catalog;
+pub mod cli;
+pub mod error;
+pub mod http;
+pub mod lab;
+pub mod ledger;
+pub mod lock;
+pub mod orders;
+pub mod product;
+pub mod race;
+pub mod serve;
+pub mod store;
+pub mod strategy;

@@ -1,0 +1,45 @@
+//! The `seckill` binary: parses the command line and hands over to the
+//! library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use seckill::cli::{Cli, Command};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.log_format, &cli.command);
+    let result = match cli.command {
+        Command::Serve(args) => seckill::serve::run(args).await.map(|()| true),
+        Command::Lab(args) => seckill::lab::run(args).await.map(|()| true),
+        Command::Race(args) => seckill::race::run(args).await,
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr; `RUST_LOG` filters (default: info for `serve`, warn
+/// for the tools, whose output is their table).
+fn init_tracing(format: &str, command: &Command) {
+    let default = match command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

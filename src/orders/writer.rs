@@ -1,0 +1,232 @@
+//! The order writer: one task per instance that moves orders from the Redis
+//! stream into PostgreSQL.
+//!
+//! It reads through a consumer group, inserts each batch in one statement
+//! that ignores order ids already present (a redelivered entry is harmless),
+//! and acknowledges and deletes the entries only after the commit. Entries
+//! left pending by a consumer that died (idle longer than [`CLAIM_IDLE`])
+//! are claimed by whichever writer looks next. On shutdown it drains the
+//! stream before returning.
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
+use sqlx::PgPool;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::{Order, fields};
+use crate::error::BackendError;
+use crate::product::keys::ORDERS;
+
+/// The consumer group every instance's writer joins.
+pub const GROUP: &str = "order-writers";
+/// Entries per read and per insert.
+const BATCH: usize = 512;
+/// How long one read blocks waiting for new entries.
+const BLOCK_MS: usize = 100;
+/// Pending entries idle this long belong to a dead or stuck consumer.
+const CLAIM_IDLE: Duration = Duration::from_secs(5);
+/// How often to look for such entries.
+const CLAIM_EVERY: Duration = Duration::from_secs(1);
+
+/// Runs the writer until `shutdown` turns true, then drains and returns.
+///
+/// Backend failures are logged and retried: entries stay pending in the
+/// group, so nothing is lost while Redis or PostgreSQL is away.
+pub async fn run(
+    redis: redis::Client,
+    pg: PgPool,
+    consumer: String,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut writer = Writer {
+        redis,
+        pg,
+        consumer,
+        conn: None,
+    };
+    let mut last_claim = Instant::now();
+    while !*shutdown.borrow() {
+        let step = async {
+            let moved = writer.step(Some(BLOCK_MS)).await?;
+            if last_claim.elapsed() >= CLAIM_EVERY {
+                last_claim = Instant::now();
+                writer.claim_abandoned().await?;
+            }
+            Ok::<_, BackendError>(moved)
+        };
+        if let Err(error) = step.await {
+            tracing::warn!(%error, "order writer: retrying");
+            writer.conn = None;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+    for attempt in 0..50 {
+        match writer.step(None).await {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, attempt, "order writer: drain failed, retrying");
+                writer.conn = None;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    tracing::error!("order writer gave up draining; entries stay pending for another instance");
+}
+
+/// One writer's connections and identity.
+struct Writer {
+    redis: redis::Client,
+    pg: PgPool,
+    /// Unique per process, so a restarted instance never inherits a dead
+    /// one's pending list by name (it inherits it by claiming instead).
+    consumer: String,
+    /// A dedicated connection: a blocking XREADGROUP would stall every
+    /// other command multiplexed on a shared one.
+    conn: Option<MultiplexedConnection>,
+}
+
+impl Writer {
+    async fn conn(&mut self) -> Result<MultiplexedConnection, BackendError> {
+        if let Some(conn) = &self.conn {
+            return Ok(conn.clone());
+        }
+        let config =
+            redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
+        let mut conn = self
+            .redis
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        ensure_group(&mut conn).await?;
+        self.conn = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Reads one batch of new entries (blocking up to `block_ms`), stores
+    /// and acknowledges it. Returns how many entries it moved.
+    async fn step(&mut self, block_ms: Option<usize>) -> Result<usize, BackendError> {
+        let mut conn = self.conn().await?;
+        let mut options = StreamReadOptions::default()
+            .group(GROUP, &self.consumer)
+            .count(BATCH);
+        if let Some(ms) = block_ms {
+            options = options.block(ms);
+        }
+        let reply: Option<StreamReadReply> =
+            conn.xread_options(&[ORDERS], &[">"], &options).await?;
+        let entries: Vec<StreamId> = reply
+            .map(|r| r.keys.into_iter().flat_map(|k| k.ids).collect())
+            .unwrap_or_default();
+        self.store(&mut conn, &entries).await?;
+        Ok(entries.len())
+    }
+
+    /// Takes over entries another consumer left pending too long.
+    async fn claim_abandoned(&mut self) -> Result<(), BackendError> {
+        let mut conn = self.conn().await?;
+        let reply: redis::streams::StreamAutoClaimReply = conn
+            .xautoclaim_options(
+                ORDERS,
+                GROUP,
+                &self.consumer,
+                CLAIM_IDLE.as_millis() as u64,
+                "0-0",
+                StreamAutoClaimOptions::default().count(BATCH),
+            )
+            .await?;
+        if !reply.claimed.is_empty() {
+            tracing::info!(count = reply.claimed.len(), "claimed abandoned orders");
+        }
+        self.store(&mut conn, &reply.claimed).await
+    }
+
+    /// Inserts the entries' orders in one statement, then XACK + XDEL.
+    async fn store(
+        &self,
+        conn: &mut MultiplexedConnection,
+        entries: &[StreamId],
+    ) -> Result<(), BackendError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let orders: Vec<Order> = entries
+            .iter()
+            .filter_map(|entry| {
+                let order = parse_entry(entry);
+                if order.is_none() {
+                    tracing::error!(id = %entry.id, "malformed order entry; acknowledging without storing");
+                }
+                order
+            })
+            .collect();
+        insert_batch(&self.pg, &orders).await?;
+        let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        redis::pipe()
+            .atomic()
+            .xack(ORDERS, GROUP, &ids)
+            .ignore()
+            .xdel(ORDERS, &ids)
+            .ignore()
+            .query_async::<()>(conn)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Creates the consumer group (and the stream) unless it exists. Starting at
+/// id 0 means entries written before any writer existed are not skipped.
+async fn ensure_group(conn: &mut MultiplexedConnection) -> Result<(), BackendError> {
+    let created: redis::RedisResult<()> = conn.xgroup_create_mkstream(ORDERS, GROUP, "0").await;
+    match created {
+        Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// Reads an order back from a stream entry; `None` if a field is missing.
+pub fn parse_entry(entry: &StreamId) -> Option<Order> {
+    let text = |name: &str| entry.get::<String>(name);
+    Some(Order {
+        order_id: text(fields::ORDER)?.parse::<Uuid>().ok()?,
+        product_id: text(fields::PRODUCT)?.parse().ok()?,
+        epoch: text(fields::EPOCH)?.parse().ok()?,
+        user_id: text(fields::USER)?,
+        strategy: text(fields::STRATEGY)?,
+        served_by: text(fields::SERVED_BY)?,
+    })
+}
+
+/// One `INSERT … SELECT FROM UNNEST` for the whole batch, idempotent on the
+/// order id so a redelivered or claimed entry is stored once.
+async fn insert_batch(pg: &PgPool, orders: &[Order]) -> Result<(), BackendError> {
+    if orders.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = orders.iter().map(|o| o.order_id).collect();
+    let products: Vec<i64> = orders.iter().map(|o| o.product_id).collect();
+    let epochs: Vec<i64> = orders.iter().map(|o| o.epoch).collect();
+    let users: Vec<String> = orders.iter().map(|o| o.user_id.clone()).collect();
+    let strategies: Vec<String> = orders.iter().map(|o| o.strategy.clone()).collect();
+    let served: Vec<String> = orders.iter().map(|o| o.served_by.clone()).collect();
+    sqlx::query(
+        "INSERT INTO orders (order_id, product_id, epoch, user_id, strategy, served_by) \
+         SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[]) \
+         ON CONFLICT (order_id) DO NOTHING",
+    )
+    .bind(ids)
+    .bind(products)
+    .bind(epochs)
+    .bind(users)
+    .bind(strategies)
+    .bind(served)
+    .execute(pg)
+    .await?;
+    Ok(())
+}

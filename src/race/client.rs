@@ -1,0 +1,119 @@
+//! A small HTTP client for the gateway: reset, buy, read the ledger.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::ledger::Ledger;
+
+/// A gateway (or one instance) and the admin token for it.
+#[derive(Clone)]
+pub struct Target {
+    /// Base URL, no trailing slash.
+    pub base: String,
+    /// Bearer token for resets.
+    pub admin_token: String,
+    /// Pooled keep-alive connections, shared by all buyers.
+    pub http: reqwest::Client,
+}
+
+/// The parts of a `GET /strategies` entry the driver needs.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct CatalogEntry {
+    /// Strategy id.
+    pub id: String,
+    /// Whether it must never oversell.
+    pub safe: bool,
+}
+
+/// What one buy got back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuyResult {
+    /// 200.
+    Ok,
+    /// Anything else: the contract's error code, `http_<status>` when the
+    /// body was not the contract's, or `transport` when no answer came.
+    Failed(String),
+}
+
+impl Target {
+    /// A target with a connection pool sized for `concurrency` buyers.
+    pub fn new(base: &str, admin_token: &str, concurrency: usize) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(concurrency)
+            .timeout(Duration::from_secs(120))
+            .build()?;
+        Ok(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            admin_token: admin_token.to_owned(),
+            http,
+        })
+    }
+
+    /// Creates or resets a product with `body` (stock, strategy, settings).
+    pub async fn reset(&self, id: i64, body: &Value) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .put(format!("{}/admin/products/{id}", self.base))
+            .bearer_auth(&self.admin_token)
+            .json(body)
+            .send()
+            .await
+            .context("resetting a product")?;
+        let status = response.status();
+        let text = response.text().await?;
+        anyhow::ensure!(status.is_success(), "reset of {id} failed: {status} {text}");
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// One buy as `user`.
+    pub async fn buy(&self, id: i64, user: &str) -> BuyResult {
+        let sent = self
+            .http
+            .post(format!("{}/stock/{id}/buy", self.base))
+            .header("X-User-Id", user)
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(_) => return BuyResult::Failed("transport".into()),
+        };
+        let status = response.status();
+        if status.is_success() {
+            return BuyResult::Ok;
+        }
+        let code = response
+            .json::<Value>()
+            .await
+            .ok()
+            .and_then(|v| v["error"]["code"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| format!("http_{}", status.as_u16()));
+        BuyResult::Failed(code)
+    }
+
+    /// One product's ledger.
+    pub async fn ledger(&self, id: i64) -> anyhow::Result<Ledger> {
+        self.get(&format!("/stock/{id}")).await
+    }
+
+    /// The strategy catalogue.
+    pub async fn strategies(&self) -> anyhow::Result<Vec<CatalogEntry>> {
+        self.get("/strategies").await
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .with_context(|| format!("GET {path}"))?;
+        let status = response.status();
+        let text = response.text().await?;
+        anyhow::ensure!(status.is_success(), "GET {path}: {status} {text}");
+        serde_json::from_str(&text).with_context(|| format!("GET {path}: parsing {text}"))
+    }
+}

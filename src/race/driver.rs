@@ -1,0 +1,193 @@
+//! One race: reset a product, fire the buyers, wait for the order writer,
+//! read the ledger, and turn it all into a [`Row`].
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::client::{BuyResult, Target};
+use crate::ledger::Ledger;
+
+/// One race's settings.
+#[derive(Debug, Clone)]
+pub struct RaceSpec {
+    /// Product id used for this race (reset first).
+    pub product_id: i64,
+    /// Strategy id.
+    pub strategy: String,
+    /// Units on sale.
+    pub stock: i64,
+    /// Number of buy requests, each from a distinct buyer.
+    pub buyers: usize,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Strategy settings sent with the reset (`work_ms`, `lease_ms`, …);
+    /// keys left out take the product defaults.
+    pub settings: Map<String, Value>,
+}
+
+/// One line of the comparison, as `seckill race --json` writes it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    /// Strategy id.
+    pub strategy: String,
+    /// Stock at the reset.
+    pub initial: i64,
+    /// Orders recorded (the ledger).
+    pub sold: i64,
+    /// 200s the clients saw.
+    pub client_ok: i64,
+    /// `max(0, sold - initial)`.
+    pub oversold: i64,
+    /// Decrements that vanished.
+    pub lost_updates: i64,
+    /// The strategy's stock counter at the end.
+    pub remaining: i64,
+    /// Requests per second over the whole race.
+    pub rps: f64,
+    /// Median latency.
+    pub p50_ms: f64,
+    /// 99th percentile latency.
+    pub p99_ms: f64,
+    /// Non-200 outcomes by error code.
+    pub errors: BTreeMap<String, u64>,
+}
+
+/// How long the order writer may take to drain after a race.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs one race against `target` and returns its row.
+pub async fn race(target: &Target, spec: &RaceSpec) -> anyhow::Result<Row> {
+    let mut body = spec.settings.clone();
+    body.insert("stock".into(), spec.stock.into());
+    body.insert("strategy".into(), spec.strategy.clone().into());
+    target.reset(spec.product_id, &Value::Object(body)).await?;
+
+    let run = format!("{:08x}", rand::random::<u32>());
+    let done = Arc::new(AtomicUsize::new(0));
+    let progress = show_progress(&spec.strategy, spec.buyers, done.clone());
+    let started = Instant::now();
+    let outcomes: Vec<(BuyResult, Duration)> = futures::stream::iter(0..spec.buyers)
+        .map(|i| {
+            let user = format!("race-{run}-{i}");
+            let done = done.clone();
+            async move {
+                let sent = Instant::now();
+                let result = target.buy(spec.product_id, &user).await;
+                done.fetch_add(1, Ordering::Relaxed);
+                (result, sent.elapsed())
+            }
+        })
+        .buffer_unordered(spec.concurrency.max(1))
+        .collect()
+        .await;
+    let elapsed = started.elapsed();
+    if let Some(handle) = progress {
+        handle.abort();
+        eprint!("\r\x1b[2K");
+    }
+
+    let ledger = drained_ledger(target, spec.product_id).await?;
+    Ok(summarize(&spec.strategy, &ledger, &outcomes, elapsed))
+}
+
+/// Polls the ledger until no order of the product is left in the stream.
+async fn drained_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> {
+    let started = Instant::now();
+    loop {
+        let ledger = target.ledger(id).await?;
+        if ledger.pending == 0 {
+            return Ok(ledger);
+        }
+        anyhow::ensure!(
+            started.elapsed() < DRAIN_TIMEOUT,
+            "the order writer left {} orders of product {id} in the stream for {DRAIN_TIMEOUT:?}",
+            ledger.pending
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn summarize(
+    strategy: &str,
+    ledger: &Ledger,
+    outcomes: &[(BuyResult, Duration)],
+    elapsed: Duration,
+) -> Row {
+    let mut errors = BTreeMap::new();
+    let mut client_ok = 0;
+    for (result, _) in outcomes {
+        match result {
+            BuyResult::Ok => client_ok += 1,
+            BuyResult::Failed(code) => *errors.entry(code.clone()).or_insert(0) += 1,
+        }
+    }
+    let mut latencies: Vec<Duration> = outcomes.iter().map(|(_, d)| *d).collect();
+    latencies.sort();
+    Row {
+        strategy: strategy.to_owned(),
+        initial: ledger.initial,
+        sold: ledger.sold,
+        client_ok,
+        oversold: ledger.oversold,
+        lost_updates: ledger.lost_updates,
+        remaining: ledger.remaining,
+        rps: round2(outcomes.len() as f64 / elapsed.as_secs_f64().max(1e-9)),
+        p50_ms: percentile_ms(&latencies, 0.50),
+        p99_ms: percentile_ms(&latencies, 0.99),
+        errors,
+    }
+}
+
+/// Nearest-rank percentile of sorted latencies, in ms.
+fn percentile_ms(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    round2(sorted[rank - 1].as_secs_f64() * 1000.0)
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// A one-line progress counter on stderr, only when it is a terminal.
+fn show_progress(
+    strategy: &str,
+    total: usize,
+    done: Arc<AtomicUsize>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let strategy = strategy.to_owned();
+    Some(tokio::spawn(async move {
+        loop {
+            let n = done.load(Ordering::Relaxed);
+            eprint!("\r\x1b[2K{strategy:<16} {n:>7}/{total} buys");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let ms = |v: u64| Duration::from_millis(v);
+        let sorted: Vec<Duration> = (1..=100).map(ms).collect();
+        assert_eq!(percentile_ms(&sorted, 0.50), 50.0);
+        assert_eq!(percentile_ms(&sorted, 0.99), 99.0);
+        assert_eq!(percentile_ms(&[ms(7)], 0.99), 7.0);
+        assert_eq!(percentile_ms(&[], 0.5), 0.0);
+    }
+}

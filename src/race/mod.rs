@@ -1,0 +1,146 @@
+//! `seckill race`: the built-in load driver and the comparison table.
+//!
+//! For each strategy: reset a product, fire the buyers, wait until the
+//! order writer has drained, read the ledger. Against `--url`, or against a
+//! lab it starts itself.
+
+pub mod client;
+pub mod driver;
+mod table;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde_json::{Map, Value};
+
+use crate::lab::{Lab, LabArgs};
+use client::Target;
+use driver::{RaceSpec, Row, race};
+
+/// The race's flags; each has an environment fallback.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RaceArgs {
+    /// A running gateway (e.g. http://127.0.0.1:8080). Without it, a lab is
+    /// started for the race and stopped afterwards.
+    #[arg(long, env = "SECKILL_URL")]
+    pub url: Option<String>,
+    /// Admin token of that gateway (needed to reset products).
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Instances in the lab started when there is no --url.
+    #[arg(long, env = "SECKILL_RACE_INSTANCES", default_value_t = 2)]
+    pub instances: usize,
+    /// Strategies to race, comma-separated (default: every registered one).
+    #[arg(long, env = "SECKILL_RACE_STRATEGIES", value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Units on sale per strategy.
+    #[arg(long, env = "SECKILL_RACE_STOCK", default_value_t = 100)]
+    pub stock: i64,
+    /// Buy requests per strategy, each from a distinct buyer.
+    #[arg(long, env = "SECKILL_RACE_BUYERS", default_value_t = 1000)]
+    pub buyers: usize,
+    /// Requests in flight at once.
+    #[arg(long, env = "SECKILL_RACE_CONCURRENCY", default_value_t = 200)]
+    pub concurrency: usize,
+    /// Simulated work inside the critical section, in ms. The default of
+    /// 1 ms is a realistic order step and makes every unsafe strategy's
+    /// window wide enough to oversell on every run.
+    #[arg(long, env = "SECKILL_RACE_WORK_MS", default_value_t = 1)]
+    pub work_ms: u64,
+    /// Lock lease in ms (default: the product default).
+    #[arg(long, env = "SECKILL_RACE_LEASE_MS")]
+    pub lease_ms: Option<u64>,
+    /// Lock acquire timeout in ms (default: the product default).
+    #[arg(long, env = "SECKILL_RACE_ACQUIRE_TIMEOUT_MS")]
+    pub acquire_timeout_ms: Option<u64>,
+    /// Optimistic retries (default: the product default).
+    #[arg(long, env = "SECKILL_RACE_MAX_RETRIES")]
+    pub max_retries: Option<u32>,
+    /// First product id used; strategy i races on product first + i.
+    #[arg(long, env = "SECKILL_RACE_PRODUCT", default_value_t = 9001)]
+    pub first_product: i64,
+    /// Also write the rows as a JSON array to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Runs the race and prints the table. `Ok(false)` when a safe strategy
+/// oversold or a strategy's client 200s differ from its recorded orders.
+pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
+    let lab = match &args.url {
+        Some(_) => None,
+        None => {
+            eprintln!("starting a lab with {} instances…", args.instances);
+            let lab_args = LabArgs {
+                instances: args.instances,
+                gateway_port: None,
+                admin_token: args.admin_token.clone(),
+                json: false,
+            };
+            Some(Lab::start(&lab_args).await?)
+        }
+    };
+    let result = race_all(&args, lab.as_ref()).await;
+    if let Some(lab) = lab {
+        lab.stop().await;
+    }
+    let (rows, safe) = result?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(table::verdict(&rows, &safe))
+}
+
+async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row>, Vec<String>)> {
+    let (url, token) = match lab {
+        Some(lab) => (lab.info.gateway_url.clone(), lab.info.admin_token.clone()),
+        None => (
+            args.url.clone().unwrap_or_default(),
+            args.admin_token
+                .clone()
+                .context("--admin-token (or SECKILL_ADMIN_TOKEN) is needed with --url")?,
+        ),
+    };
+    let target = Target::new(&url, &token, args.concurrency)?;
+    let catalogue = target.strategies().await?;
+    let strategies: Vec<String> = if args.strategies.is_empty() {
+        catalogue.iter().map(|c| c.id.clone()).collect()
+    } else {
+        args.strategies.clone()
+    };
+    let mut settings = Map::new();
+    settings.insert("work_ms".into(), args.work_ms.into());
+    let optional = [
+        ("lease_ms", args.lease_ms.map(Value::from)),
+        (
+            "acquire_timeout_ms",
+            args.acquire_timeout_ms.map(Value::from),
+        ),
+        ("max_retries", args.max_retries.map(Value::from)),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            settings.insert(key.into(), value);
+        }
+    }
+    let mut rows = Vec::new();
+    for (index, strategy) in strategies.iter().enumerate() {
+        let spec = RaceSpec {
+            product_id: args.first_product + index as i64,
+            strategy: strategy.clone(),
+            stock: args.stock,
+            buyers: args.buyers,
+            concurrency: args.concurrency,
+            settings: settings.clone(),
+        };
+        rows.push(race(&target, &spec).await?);
+    }
+    let safe: Vec<String> = catalogue
+        .into_iter()
+        .filter(|c| c.safe)
+        .map(|c| c.id)
+        .collect();
+    print!("{}", table::render(&rows, &safe));
+    Ok((rows, safe))
+}

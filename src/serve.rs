@@ -1,0 +1,152 @@
+//! `seckill serve`: one instance — pools, migrations, the order writer and
+//! the HTTP server, with a graceful shutdown that finishes in-flight buys
+//! and then drains the writer.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::http::{AppState, router};
+use crate::orders::writer;
+use crate::strategy::Backends;
+
+/// Configuration of one instance; every flag has an environment fallback.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "SECKILL_LISTEN", default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+    /// Name shown as `served_by` (default: the host name, so each container
+    /// of a scaled compose service is told apart).
+    #[arg(long, env = "SECKILL_INSTANCE")]
+    pub instance: Option<String>,
+    /// Redis holding stock, locks and the order stream.
+    #[arg(long, env = "SECKILL_REDIS_URL")]
+    pub redis_url: String,
+    /// PostgreSQL holding products and orders.
+    #[arg(long, env = "SECKILL_DATABASE_URL")]
+    pub database_url: String,
+    /// Bearer token for `PUT /admin/…`. There is no default: an instance
+    /// without one must not start.
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: String,
+    /// Redis connections per instance.
+    #[arg(long, env = "SECKILL_REDIS_POOL", default_value_t = 32)]
+    pub redis_pool: usize,
+    /// PostgreSQL connections per instance.
+    #[arg(long, env = "SECKILL_PG_POOL", default_value_t = 32)]
+    pub pg_pool: u32,
+}
+
+/// Runs an instance until SIGTERM or Ctrl-C.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.admin_token.len() >= 8,
+        "the admin token must be at least 8 characters"
+    );
+    let instance = args.instance.clone().unwrap_or_else(default_instance_name);
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let backends = connect(&args).await?;
+    // sqlx takes a PostgreSQL advisory lock around the migration, so
+    // instances starting together apply it once.
+    sqlx::migrate!()
+        .run(&backends.pg)
+        .await
+        .context("applying migrations")?;
+
+    let (stop_writer, writer_stopped) = watch::channel(false);
+    let consumer = format!("{instance}-{}", uuid::Uuid::new_v4().simple());
+    let redis_client = redis::Client::open(args.redis_url.as_str())?;
+    let writer = tokio::spawn(writer::run(
+        redis_client,
+        backends.pg.clone(),
+        consumer,
+        writer_stopped,
+    ));
+
+    let state = AppState::new(backends, instance.clone(), args.admin_token);
+    tracing::info!(%instance, listen = %listener.local_addr()?, "serving");
+    serve(listener, state, shutdown_signal()).await?;
+    tracing::info!("http stopped; draining the order writer");
+    let _ = stop_writer.send(true);
+    writer.await.context("order writer panicked")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Serves `state` on an already bound listener until `shutdown` resolves,
+/// then waits for in-flight requests (the caller picks the port and the
+/// signal, so tests can bind port 0 and stop at will).
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("http server")
+}
+
+/// Pools for both backends, retrying while they come up (compose starts
+/// everything at once).
+async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
+    let mut config = deadpool_redis::Config::from_url(args.redis_url.as_str());
+    let mut pool = deadpool_redis::PoolConfig::new(args.redis_pool);
+    pool.timeouts.wait = Some(Duration::from_secs(5));
+    pool.timeouts.create = Some(Duration::from_secs(2));
+    config.pool = Some(pool);
+    let redis = config
+        .create_pool(Some(deadpool_redis::Runtime::Tokio1))
+        .context("creating the redis pool")?;
+    let mut attempt = 0;
+    let pg = loop {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(args.pg_pool)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(&args.database_url)
+            .await;
+        match pool {
+            Ok(pool) => break pool,
+            Err(error) if attempt < 30 => {
+                attempt += 1;
+                tracing::warn!(%error, attempt, "postgres not reachable yet");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(error) => return Err(error).context("connecting to postgres"),
+        }
+    };
+    Ok(Backends { redis, pg })
+}
+
+fn default_instance_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| format!("seckill-{}", std::process::id()))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

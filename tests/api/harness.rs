@@ -1,0 +1,110 @@
+//! Starts labs for the tests and gives them clients.
+//!
+//! A lab is a `seckill lab --json` child process: it prints where
+//! everything is on one line, and stops everything (and deletes its
+//! directory) on SIGTERM or as soon as this test process is gone — even
+//! when the process exits without running destructors, as the test harness
+//! does with statics.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use seckill::lab::LabInfo;
+use seckill::race::client::Target;
+use seckill::race::driver::{RaceSpec, Row, race};
+use serde_json::{Map, Value, json};
+
+/// A lab process and what it printed.
+pub struct TestLab {
+    /// Where everything is.
+    pub info: LabInfo,
+    child: Child,
+}
+
+impl TestLab {
+    /// Starts a lab with `instances` instances and waits until it is ready.
+    pub fn start(instances: usize) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_seckill"))
+            .args(["lab", "--json", "--instances", &instances.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawning seckill lab");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut line)
+            .expect("reading the lab's line");
+        let info: LabInfo = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the lab did not start ({e}): {line:?}"));
+        Self { info, child }
+    }
+
+    /// A client for the gateway.
+    pub fn gateway(&self) -> Target {
+        Target::new(&self.info.gateway_url, &self.info.admin_token, 256).expect("client")
+    }
+
+    /// A client for one instance directly, bypassing nginx.
+    pub fn instance(&self, index: usize) -> Target {
+        Target::new(&self.info.instances[index].url, &self.info.admin_token, 256).expect("client")
+    }
+}
+
+impl Drop for TestLab {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+}
+
+/// The lab shared by every test of this binary (two instances).
+pub fn shared() -> &'static TestLab {
+    static LAB: OnceLock<TestLab> = OnceLock::new();
+    LAB.get_or_init(|| TestLab::start(2))
+}
+
+/// A plain HTTP client for requests the driver does not make.
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+}
+
+/// Races `strategy` on `product_id` with the given settings object.
+pub async fn race_on(
+    target: &Target,
+    product_id: i64,
+    strategy: &str,
+    stock: i64,
+    buyers: usize,
+    concurrency: usize,
+    settings: Value,
+) -> Row {
+    let settings: Map<String, Value> = settings.as_object().cloned().unwrap_or_default();
+    let spec = RaceSpec {
+        product_id,
+        strategy: strategy.to_owned(),
+        stock,
+        buyers,
+        concurrency,
+        settings,
+    };
+    let row = race(target, &spec).await.expect("race");
+    eprintln!("{product_id} {strategy}: {row:?}");
+    // The ledger's promise, checked on every race: each 200 a client saw
+    // is exactly one recorded order.
+    assert_eq!(
+        row.client_ok, row.sold,
+        "client 200s != recorded orders: {row:?}"
+    );
+    row
+}
+
+/// An empty settings object.
+pub fn defaults() -> Value {
+    json!({})
+}

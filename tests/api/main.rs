@@ -1,0 +1,9 @@
+//! Integration tests against real servers: every test module builds into
+//! this one binary so they share one lab (Redis, PostgreSQL, two instances,
+//! nginx), started by `seckill lab --json` — the same code users run.
+//! Tests isolate their data by product id.
+
+mod contract;
+mod harness;
+mod races;
+mod writer;

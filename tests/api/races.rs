@@ -1,0 +1,130 @@
+//! The races: unsafe strategies oversell on every run (the knobs make the
+//! window wide, not luck), safe ones never do.
+
+use serde_json::json;
+
+use crate::harness::{defaults, race_on, shared};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn naive_oversells_across_two_instances() {
+    let lab = shared();
+    // 100 ms of work between GET and SET: every buyer that arrives in that
+    // window reads the same stock.
+    let row = race_on(
+        &lab.gateway(),
+        101,
+        "naive",
+        10,
+        100,
+        100,
+        json!({"work_ms": 100}),
+    )
+    .await;
+    assert!(row.oversold > 0, "naive must oversell: {row:?}");
+    assert!(row.lost_updates > 0, "naive loses decrements: {row:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_mutex_oversells_across_two_instances() {
+    let lab = shared();
+    // Each instance serialises its own buyers, but the two instances run
+    // their sections side by side for 100 ms each: both sell from one read.
+    let row = race_on(
+        &lab.gateway(),
+        102,
+        "local-mutex",
+        5,
+        20,
+        20,
+        json!({"work_ms": 100}),
+    )
+    .await;
+    assert!(
+        row.oversold > 0,
+        "local-mutex must oversell on 2 instances: {row:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_mutex_is_safe_on_one_instance() {
+    let lab = shared();
+    // Same race, all buyers sent to one instance directly.
+    let row = race_on(
+        &lab.instance(0),
+        103,
+        "local-mutex",
+        5,
+        20,
+        20,
+        json!({"work_ms": 100}),
+    )
+    .await;
+    assert_eq!(row.oversold, 0, "{row:?}");
+    assert_eq!(row.sold, 5, "{row:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lock_oversells_when_the_lease_expires_under_the_holder() {
+    let lab = shared();
+    // 50 ms lease, 200 ms of work: the lock expires under every holder and
+    // the next buyer enters while the first has not written yet.
+    let settings = json!({"work_ms": 200, "lease_ms": 50});
+    let row = race_on(&lab.gateway(), 104, "redis-lock", 5, 20, 20, settings).await;
+    assert!(
+        row.oversold > 0,
+        "redis-lock must oversell past its lease: {row:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lock_is_safe_when_the_lease_covers_the_work() {
+    let lab = shared();
+    let settings = json!({"work_ms": 20, "lease_ms": 5000});
+    let row = race_on(&lab.gateway(), 105, "redis-lock", 5, 20, 20, settings).await;
+    assert_eq!(row.oversold, 0, "{row:?}");
+    assert_eq!(row.sold, 5, "{row:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn safe_strategies_sell_exactly_the_stock_under_contention() {
+    let lab = shared();
+    let gateway = lab.gateway();
+    for (product, strategy) in [(110, "redis-lock"), (111, "redis-lua"), (112, "db-atomic")] {
+        let row = race_on(&gateway, product, strategy, 100, 1000, 200, defaults()).await;
+        assert_eq!(
+            row.sold, 100,
+            "{strategy} must sell exactly the stock: {row:?}"
+        );
+        assert_eq!(row.oversold, 0, "{row:?}");
+        assert_eq!(row.remaining, 0, "{row:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_optimistic_never_oversells_and_reports_buyers_who_gave_up() {
+    let lab = shared();
+    // Few retries and real work between read and write: many compare-and-
+    // sets lose, and buyers out of retries are counted as `busy`.
+    let settings = json!({"max_retries": 2, "work_ms": 2});
+    let row = race_on(
+        &lab.gateway(),
+        113,
+        "db-optimistic",
+        100,
+        1000,
+        200,
+        settings,
+    )
+    .await;
+    assert!(row.sold <= 100, "{row:?}");
+    assert_eq!(row.oversold, 0, "{row:?}");
+    assert_eq!(
+        row.initial - row.remaining,
+        row.sold,
+        "no lost update: {row:?}"
+    );
+    assert!(
+        row.errors.get("busy").copied().unwrap_or(0) > 0,
+        "contention must exhaust some buyers' retries: {row:?}"
+    );
+}
