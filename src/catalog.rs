@@ -5,6 +5,7 @@
 //! buy path reads in one round trip, refilled from PostgreSQL on a miss.
 
 use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
 use serde::Deserialize;
 
 use crate::error::{ApiError, BackendError};
@@ -45,8 +46,11 @@ impl ResetRequest {
 }
 
 /// The product for a buy or a ledger read; `None` if it was never created.
-pub async fn load(backends: &Backends, id: i64) -> Result<Option<Product>, BackendError> {
-    let mut conn = backends.redis.get().await?;
+pub async fn load(
+    backends: &Backends,
+    conn: &mut MultiplexedConnection,
+    id: i64,
+) -> Result<Option<Product>, BackendError> {
     let cached: Option<String> = conn.get(keys::product(id)).await?;
     if let Some(json) = cached {
         return serde_json::from_str(&json)

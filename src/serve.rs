@@ -34,8 +34,10 @@ pub struct ServeArgs {
     /// without one must not start.
     #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: String,
-    /// Redis connections per instance.
-    #[arg(long, env = "SECKILL_REDIS_POOL", default_value_t = 32)]
+    /// Redis connections per instance. A buyer holds one per command, and
+    /// spinning lock waiters must not starve the lock holder of connections,
+    /// so this is sized for the in-flight requests, not the cores.
+    #[arg(long, env = "SECKILL_REDIS_POOL", default_value_t = 256)]
     pub redis_pool: usize,
     /// PostgreSQL connections per instance.
     #[arg(long, env = "SECKILL_PG_POOL", default_value_t = 32)]
@@ -110,6 +112,9 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(args.pg_pool)
             .acquire_timeout(Duration::from_secs(5))
+            // No ping round trip on every checkout: a broken connection
+            // fails its query and the pool replaces it.
+            .test_before_acquire(false)
             .connect(&args.database_url)
             .await;
         match pool {

@@ -8,7 +8,7 @@
 
 use std::sync::LazyLock;
 
-use deadpool_redis::Connection;
+use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Script};
 
 use crate::error::BackendError;
@@ -29,7 +29,7 @@ static WRITE: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// The current stock counter (0 when the key is missing).
-pub async fn read(conn: &mut Connection, product_id: i64) -> Result<i64, BackendError> {
+pub async fn read(conn: &mut MultiplexedConnection, product_id: i64) -> Result<i64, BackendError> {
     let stock: Option<i64> = conn.get(keys::stock(product_id)).await?;
     Ok(stock.unwrap_or(0))
 }
@@ -37,7 +37,7 @@ pub async fn read(conn: &mut Connection, product_id: i64) -> Result<i64, Backend
 /// Writes `new_stock` and appends the order atomically. `false` means the
 /// product was reset meanwhile and nothing was written.
 pub async fn write(
-    conn: &mut Connection,
+    conn: &mut MultiplexedConnection,
     ctx: &BuyCtx<'_>,
     new_stock: i64,
 ) -> Result<bool, BackendError> {

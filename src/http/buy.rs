@@ -44,7 +44,15 @@ pub async fn buy(
     let id = parse_id(&raw_id)?;
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let user = buyer(&headers, query.user)?;
-    let product = catalog::load(app.backends(), id)
+    // One pool checkout per buy; every command below shares it.
+    let pooled = app
+        .backends()
+        .redis
+        .get()
+        .await
+        .map_err(BackendError::from)?;
+    let redis = (*pooled).clone();
+    let product = catalog::load(app.backends(), &mut redis.clone(), id)
         .await?
         .ok_or(ApiError::UnknownProduct(id))?;
     let strategy = app.registry().get(&product.strategy).ok_or_else(|| {
@@ -62,6 +70,7 @@ pub async fn buy(
         served_by: app.inner.instance.clone(),
     };
     let ctx = BuyCtx {
+        redis,
         product: &product,
         order: &order,
         backends: app.backends(),

@@ -43,7 +43,7 @@ impl Lock for RedisLock {
             let lease = ctx.product.settings.lease_ms;
             for attempt in 0.. {
                 let acquired: Option<String> = {
-                    let mut conn = ctx.backends.redis.get().await?;
+                    let mut conn = ctx.redis.clone();
                     redis::cmd("SET")
                         .arg(&key)
                         .arg(&token)
@@ -72,7 +72,7 @@ impl Lock for RedisLock {
         guard: Guard,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let mut conn = ctx.backends.redis.get().await?;
+            let mut conn = ctx.redis.clone();
             let _deleted: i64 = RELEASE
                 .key(keys::lock(ctx.product.id))
                 .arg(&guard.token)

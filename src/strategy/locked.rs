@@ -30,7 +30,7 @@ impl<L: Lock> Locked<L> {
             // the product is sold out there is nothing to queue for. Only a
             // hint — the section re-checks under the lock.
             let stock = {
-                let mut conn = ctx.backends.redis.get().await?;
+                let mut conn = ctx.redis.clone();
                 store::read(&mut conn, ctx.product.id).await?
             };
             if stock <= 0 {

@@ -97,6 +97,10 @@ pub struct Backends {
 
 /// Everything one buy needs.
 pub struct BuyCtx<'a> {
+    /// A Redis connection taken from the pool once for the whole buy.
+    /// Multiplexed, so clones share it; taking it once matters because
+    /// deadpool-redis pings a connection on every checkout.
+    pub redis: redis::aio::MultiplexedConnection,
     /// The product being bought, as configured by its last reset.
     pub product: &'a Product,
     /// The order that is recorded if the buy succeeds.

@@ -46,7 +46,7 @@ static INFO: Info = Info {
 impl RedisLua {
     async fn buy_atomic(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let id = ctx.product.id;
-        let mut conn = ctx.backends.redis.get().await?;
+        let mut conn = ctx.redis.clone();
         let result: i64 = BUY
             .key(keys::stock(id))
             .key(keys::epoch(id))

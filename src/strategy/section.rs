@@ -12,7 +12,7 @@ use crate::store;
 pub async fn run(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
     let id = ctx.product.id;
     let stock = {
-        let mut conn = ctx.backends.redis.get().await?;
+        let mut conn = ctx.redis.clone();
         store::read(&mut conn, id).await?
     };
     if stock <= 0 {
@@ -21,7 +21,7 @@ pub async fn run(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
     // The connection goes back to the pool during the work: a sleeping
     // buyer must not starve the others of connections.
     work(ctx).await;
-    let mut conn = ctx.backends.redis.get().await?;
+    let mut conn = ctx.redis.clone();
     if store::write(&mut conn, ctx, stock - 1).await? {
         Ok(Outcome::Sold)
     } else {

@@ -6,4 +6,5 @@
 mod contract;
 mod harness;
 mod races;
+mod shutdown;
 mod writer;

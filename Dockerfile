@@ -1,0 +1,27 @@
+# syntax=docker/dockerfile:1
+# Multi-stage build: a cached dependency layer, then the crate, then a slim
+# non-root runtime with only the binary (migrations and the nginx template
+# are compiled into it).
+
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+# Dependencies first: this layer is rebuilt only when Cargo.toml/Cargo.lock
+# change, not on every source edit.
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+    && cargo build --release --locked \
+    && rm -rf src
+COPY src ./src
+COPY migrations ./migrations
+COPY nginx ./nginx
+# Touch so cargo rebuilds the crate over the dummy of the cached layer.
+RUN touch src/main.rs src/lib.rs && cargo build --release --locked
+
+FROM debian:bookworm-slim
+RUN useradd --system --uid 10001 --no-create-home seckill
+COPY --from=build /src/target/release/seckill /usr/local/bin/seckill
+USER seckill
+EXPOSE 8000
+ENV SECKILL_LISTEN=0.0.0.0:8000
+ENTRYPOINT ["seckill"]
+CMD ["serve"]

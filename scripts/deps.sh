@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what seckill needs on a Debian/Ubuntu machine, only what is
+# missing: the servers the lab starts (redis-server, PostgreSQL, nginx) and
+# docker-compose (used only to validate docker-compose.yml; no engine needed).
+# Rust itself is expected from rustup (Debian's rustc is too old for sqlx).
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+have redis-server || need+=(redis-server)
+have nginx || need+=(nginx)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+have docker-compose || need+=(docker-compose)
+
+if ((${#need[@]})); then
+  echo "installing: ${need[*]}" >&2
+  sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  # Try without refreshing the index first (fast when it is recent).
+  if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${need[@]}" >/tmp/seckill-apt.log 2>&1; then
+    "${sudo[@]}" apt-get update -q >>/tmp/seckill-apt.log 2>&1
+    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${need[@]}" >>/tmp/seckill-apt.log 2>&1 \
+      || { tail -30 /tmp/seckill-apt.log >&2; exit 1; }
+  fi
+fi
+
+command -v cargo >/dev/null 2>&1 || {
+  echo "cargo not found: install Rust with rustup (https://rustup.rs), 1.94 or newer" >&2
+  exit 1
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, then formatting, lints, the
+# unit and integration tests (which start their own Redis, PostgreSQL,
+# instances and nginx on free loopback ports), and validates the compose file.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/deps.sh
+cargo fmt --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --locked
+SECKILL_ADMIN_TOKEN=validation-only docker-compose -f docker-compose.yml config -q
+echo "all checks passed"

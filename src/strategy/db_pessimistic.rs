@@ -1,0 +1,68 @@
+//! `db-pessimistic`: `SELECT … FOR UPDATE`, update, insert the order,
+//! commit — the articles' pessimistic database lock.
+//!
+//! Known failure: none for correctness; every buyer queues on the row lock,
+//! holding a connection and a transaction open for the whole section, so
+//! the pool and the row are the ceiling.
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+use super::{BuyCtx, Info, Outcome, Store, Strategy, section};
+use crate::error::BackendError;
+
+/// The row-locking strategy.
+pub struct DbPessimistic;
+
+static INFO: Info = Info {
+    id: "db-pessimistic",
+    backend: "postgres",
+    store: Store::Postgres,
+    mechanism: "SELECT … FOR UPDATE, update, insert order, commit",
+    safe: true,
+    safe_against: "any concurrency, any number of instances, crashed or frozen clients (the transaction dies with the connection)",
+    unsafe_against: "nothing for correctness; serializes every buyer on one row",
+};
+
+impl DbPessimistic {
+    async fn buy_locked_row(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+        let product = ctx.product;
+        let mut tx = ctx.backends.pg.begin().await?;
+        // FOR UPDATE takes the row lock now, so no other buyer can read
+        // this stock until we commit: the read and the write cannot be
+        // interleaved by anyone else.
+        let stock: Option<i64> =
+            sqlx::query_scalar("SELECT stock FROM products WHERE id = $1 AND epoch = $2 FOR UPDATE")
+                .bind(product.id)
+                .bind(product.epoch)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some(stock) = stock else {
+            return Ok(Outcome::busy("the product was reset during the buy"));
+        };
+        if stock <= 0 {
+            return Ok(Outcome::SoldOut);
+        }
+        section::work(ctx).await;
+        sqlx::query("UPDATE products SET stock = stock - 1 WHERE id = $1")
+            .bind(product.id)
+            .execute(&mut *tx)
+            .await?;
+        ctx.order
+            .bind_insert(sqlx::query(crate::orders::INSERT_SQL))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Outcome::Sold)
+    }
+}
+
+impl Strategy for DbPessimistic {
+    fn info(&self) -> &Info {
+        &INFO
+    }
+
+    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
+        self.buy_locked_row(ctx).boxed()
+    }
+}
