@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what seckill needs on a Debian/Ubuntu machine, only what is
-# missing: the servers the lab starts (redis-server, PostgreSQL, nginx) and
+# missing: the servers the lab starts (redis-server, PostgreSQL, nginx,
+# ZooKeeper with its Java runtime) and
 # docker-compose (used only to validate docker-compose.yml; no engine needed).
 # Rust itself is expected from rustup (Debian's rustc is too old for sqlx).
 set -euo pipefail
@@ -11,6 +12,7 @@ have redis-server || need+=(redis-server)
 have nginx || need+=(nginx)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 have docker-compose || need+=(docker-compose)
+[ -f /usr/share/java/zookeeper.jar ] && have java || need+=(zookeeper)
 
 if ((${#need[@]})); then
   echo "installing: ${need[*]}" >&2

@@ -4,13 +4,16 @@
 //! PostgreSQL holds the authoritative row; Redis holds a JSON copy that the
 //! buy path reads in one round trip, refilled from PostgreSQL on a miss.
 
+use std::time::Duration;
+
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use serde::Deserialize;
 
 use crate::error::{ApiError, BackendError};
-use crate::product::{MAX_STOCK, Product, Settings, keys};
-use crate::strategy::{Backends, Registry};
+use crate::lock;
+use crate::product::{MAX_SEGMENTS, MAX_STOCK, Product, Settings, keys};
+use crate::strategy::{Backends, Registry, StockLayout};
 
 /// The body of `PUT /admin/products/{id}`.
 #[derive(Debug, Clone, Deserialize)]
@@ -97,22 +100,27 @@ pub async fn all(backends: &Backends) -> Result<Vec<Product>, BackendError> {
     Ok(rows.into_iter().map(into_product).collect())
 }
 
-/// Creates or resets a product: a new epoch, fresh stock in both stores,
-/// its orders deleted and its locks cleared.
+/// Creates or resets a product: a new epoch, fresh stock laid out as its
+/// strategy wants it, its orders deleted and its locks cleared in every
+/// backend.
 ///
 /// Orders of the old epoch still in the stream are written later by the
 /// order writer but never counted: the ledger filters on the epoch.
 pub async fn reset(
     backends: &Backends,
+    registry: &Registry,
     id: i64,
     request: &ResetRequest,
 ) -> Result<Product, BackendError> {
+    let strategy = registry
+        .get(&request.strategy)
+        .ok_or_else(|| BackendError::Corrupt(format!("unknown strategy {}", request.strategy)))?;
     let mut tx = backends.pg.begin().await?;
     let epoch: i64 = sqlx::query_scalar(
-        "INSERT INTO products (id, strategy, settings, initial, stock, version, epoch, reset_at) \
-         VALUES ($1, $2, $3, $4, $4, 0, 1, now()) \
+        "INSERT INTO products (id, strategy, settings, initial, stock, version, epoch, fence, reset_at) \
+         VALUES ($1, $2, $3, $4, $4, 0, 1, 0, now()) \
          ON CONFLICT (id) DO UPDATE SET strategy = EXCLUDED.strategy, settings = EXCLUDED.settings, \
-           initial = EXCLUDED.initial, stock = EXCLUDED.stock, version = 0, \
+           initial = EXCLUDED.initial, stock = EXCLUDED.stock, version = 0, fence = 0, \
            epoch = products.epoch + 1, reset_at = now() \
          RETURNING epoch",
     )
@@ -126,6 +134,10 @@ pub async fn reset(
         .bind(id)
         .execute(&mut *tx)
         .await?;
+    sqlx::query("DELETE FROM locks WHERE name = $1")
+        .bind(lock::db_lock_table::lock_name(id))
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
 
     let product = Product {
@@ -135,22 +147,77 @@ pub async fn reset(
         initial: request.stock,
         epoch,
     };
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    // Every key any strategy may have used for this product goes, so a
+    // product that changes strategy starts clean.
+    pipe.del(keys::stock(id)).ignore();
+    pipe.del(keys::lock(id)).ignore();
+    pipe.del(keys::fence(id)).ignore();
+    pipe.del(keys::fence_seen(id)).ignore();
+    for k in 0..MAX_SEGMENTS {
+        pipe.del(keys::segment(id, k)).ignore();
+        pipe.del(keys::segment_lock(id, k)).ignore();
+    }
+    if let StockLayout::Redis(stock_keys) = strategy.layout(&product) {
+        for (key, share) in stock_keys
+            .iter()
+            .zip(split(request.stock, stock_keys.len()))
+        {
+            pipe.set(key, share).ignore();
+        }
+    }
+    pipe.set(keys::epoch(id), epoch).ignore();
+    pipe.set(keys::product(id), to_json(&product)).ignore();
     let mut conn = backends.redis.get().await?;
-    redis::pipe()
-        .atomic()
-        .set(keys::stock(id), request.stock)
-        .ignore()
-        .set(keys::epoch(id), epoch)
-        .ignore()
-        .set(keys::product(id), to_json(&product))
-        .ignore()
-        .del(keys::lock(id))
-        .ignore()
-        .query_async::<()>(&mut conn)
-        .await?;
+    pipe.query_async::<()>(&mut *conn).await?;
+    clear_remote_locks(backends, id).await;
     Ok(product)
+}
+
+/// Splits `stock` over `parts` as evenly as possible, the remainder spread
+/// one unit each over the first parts.
+pub fn split(stock: i64, parts: usize) -> Vec<i64> {
+    let parts_i = parts.max(1) as i64;
+    (0..parts_i)
+        .map(|i| stock / parts_i + i64::from(i < stock % parts_i))
+        .collect()
+}
+
+/// Best effort: the lock key on every RedLock master and the product's
+/// ZooKeeper lock nodes. A master or ZooKeeper that is down has nothing a
+/// live holder could be confused by.
+async fn clear_remote_locks(backends: &Backends, id: i64) {
+    for master in backends.redlock.iter() {
+        let cleared =
+            tokio::time::timeout(Duration::from_millis(200), master.del(&keys::lock(id))).await;
+        if cleared.is_err() {
+            tracing::debug!(product = id, "a redlock master did not answer the reset");
+        }
+    }
+    if let Some(zk) = &backends.zookeeper {
+        let dir = lock::zookeeper::lock_dir(id);
+        if let Ok(children) = zk.list_children(&dir).await {
+            for child in children {
+                let _ = zk.delete(&format!("{dir}/{child}"), None).await;
+            }
+        }
+    }
 }
 
 fn to_json(product: &Product) -> String {
     serde_json::to_string(product).expect("a product always serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn stock_splits_evenly_with_the_remainder_spread() {
+        assert_eq!(split(10, 4), vec![3, 3, 2, 2]);
+        assert_eq!(split(100, 1), vec![100]);
+        assert_eq!(split(3, 8), vec![1, 1, 1, 0, 0, 0, 0, 0]);
+        assert_eq!(split(10, 4).iter().sum::<i64>(), 10);
+    }
 }

@@ -23,6 +23,12 @@ pub enum BackendError {
     /// PostgreSQL failed a query or the pool timed out.
     #[error("postgres: {0}")]
     Postgres(#[from] sqlx::Error),
+    /// ZooKeeper failed or the session ended.
+    #[error("zookeeper: {0}")]
+    ZooKeeper(String),
+    /// The strategy needs a backend this instance was not configured with.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// Stored data did not have the shape this code wrote (a bug or a
     /// hand-edited key), reported instead of guessed around.
     #[error("corrupt data: {0}")]

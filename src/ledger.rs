@@ -17,7 +17,7 @@ use uuid::Uuid;
 use crate::error::BackendError;
 use crate::orders::writer::parse_entry;
 use crate::product::{Product, Settings, keys};
-use crate::strategy::{Backends, Registry, Store};
+use crate::strategy::{Backends, Registry, StockLayout};
 
 /// One product's line of the comparison.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -74,11 +74,11 @@ pub async fn compute(
         .bind(&pending_ids)
         .fetch_one(&backends.pg)
         .await?;
-        let store = registry
-            .get(&product.strategy)
-            .map(|s| s.info().store)
-            .unwrap_or(Store::Redis);
-        let remaining = remaining(backends, product.id, store).await?;
+        let layout = match registry.get(&product.strategy) {
+            Some(strategy) => strategy.layout(product),
+            None => StockLayout::Redis(vec![keys::stock(product.id)]),
+        };
+        let remaining = remaining(backends, product.id, layout).await?;
         let sold = in_table + pending;
         let taken = product.initial - remaining;
         ledgers.push(Ledger {
@@ -113,14 +113,15 @@ async fn stream_orders(backends: &Backends) -> Result<StreamOrders, BackendError
     Ok(grouped)
 }
 
-/// The strategy's own stock counter.
-async fn remaining(backends: &Backends, id: i64, store: Store) -> Result<i64, BackendError> {
-    match store {
-        Store::Redis => {
+/// The strategy's own stock: the sum of its Redis counters, or the row.
+async fn remaining(backends: &Backends, id: i64, layout: StockLayout) -> Result<i64, BackendError> {
+    match layout {
+        StockLayout::Redis(stock_keys) => {
             let mut conn = backends.redis.get().await?;
-            crate::store::read(&mut conn, id).await
+            let values: Vec<Option<i64>> = conn.mget(&stock_keys).await?;
+            Ok(values.into_iter().flatten().sum())
         }
-        Store::Postgres => Ok(
+        StockLayout::Postgres => Ok(
             sqlx::query_scalar("SELECT stock FROM products WHERE id = $1")
                 .bind(id)
                 .fetch_optional(&backends.pg)

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
+use crate::store::StoreKind;
 
 /// Largest stock a reset accepts; far above any flash sale, far below
 /// anything that could overflow a counter.
@@ -13,6 +14,8 @@ pub const MAX_STOCK: i64 = 1_000_000_000;
 pub const MAX_MS: u64 = 60_000;
 /// Upper bound of `max_retries`.
 pub const MAX_RETRIES: u32 = 10_000;
+/// Upper bound of `segments`.
+pub const MAX_SEGMENTS: u32 = 64;
 
 /// A product id from a URL path: 1 ..= i64::MAX (PostgreSQL's BIGINT).
 ///
@@ -50,6 +53,29 @@ pub struct Settings {
     pub acquire_timeout_ms: u64,
     /// How often an optimistic update is retried before giving up as `busy`.
     pub max_retries: u32,
+    /// Where a locked strategy keeps the stock (default: the strategy's
+    /// own backend), so "RedLock guarding a PostgreSQL row" is one reset
+    /// away.
+    pub store: Option<StoreKind>,
+    /// Stock segments of `segmented`.
+    pub segments: u32,
+    /// How many RedLock masters must agree: a majority, or all of them
+    /// (the articles' MultiLock).
+    pub quorum: Quorum,
+    /// `setnx-naive` only: a pause between its SETNX and its EXPIRE, which
+    /// widens the window where a crash leaves a lock that never expires.
+    pub crash_gap_ms: u64,
+}
+
+/// RedLock's agreement rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Quorum {
+    /// More than half of the masters.
+    #[default]
+    Majority,
+    /// Every master (MultiLock): one master down means no lock.
+    All,
 }
 
 impl Default for Settings {
@@ -59,6 +85,10 @@ impl Default for Settings {
             lease_ms: 5_000,
             acquire_timeout_ms: 5_000,
             max_retries: 20,
+            store: None,
+            segments: 8,
+            quorum: Quorum::Majority,
+            crash_gap_ms: 0,
         }
     }
 }
@@ -84,7 +114,14 @@ impl Settings {
             u64::from(self.max_retries),
             0,
             u64::from(MAX_RETRIES),
-        )
+        )?;
+        check(
+            "segments",
+            u64::from(self.segments),
+            1,
+            u64::from(MAX_SEGMENTS),
+        )?;
+        check("crash_gap_ms", self.crash_gap_ms, 0, MAX_MS)
     }
 }
 
@@ -123,6 +160,26 @@ pub mod keys {
     /// The lock of the Redis lock strategies.
     pub fn lock(id: i64) -> String {
         format!("seckill:{{{id}}}:lock")
+    }
+    /// The fencing-token counter of `fenced` (INCR on acquire).
+    pub fn fence(id: i64) -> String {
+        format!("seckill:{{{id}}}:fence")
+    }
+    /// The newest fencing token that has touched the stock.
+    pub fn fence_seen(id: i64) -> String {
+        format!("seckill:{{{id}}}:fence:seen")
+    }
+    /// The Pub/Sub channel announcing a `redisson` unlock.
+    pub fn unlock_channel(id: i64) -> String {
+        format!("seckill:{{{id}}}:unlock")
+    }
+    /// Stock of segment `k` of `segmented`.
+    pub fn segment(id: i64, k: u32) -> String {
+        format!("seckill:{{{id}}}:seg:{k}")
+    }
+    /// Lock of segment `k` of `segmented`.
+    pub fn segment_lock(id: i64, k: u32) -> String {
+        format!("seckill:{{{id}}}:seg:{k}:lock")
     }
     /// The stream of orders sold by Redis strategies, drained into
     /// PostgreSQL by every instance's order writer.

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -11,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::http::{AppState, router};
+use crate::lock::redlock::Master;
 use crate::orders::writer;
 use crate::strategy::Backends;
 
@@ -27,6 +29,17 @@ pub struct ServeArgs {
     /// Redis holding stock, locks and the order stream.
     #[arg(long, env = "SECKILL_REDIS_URL")]
     pub redis_url: String,
+    /// Independent Redis masters for `redlock`, comma-separated (default:
+    /// just the main Redis, a quorum of one).
+    #[arg(long, env = "SECKILL_REDLOCK_URLS", value_delimiter = ',')]
+    pub redlock_urls: Vec<String>,
+    /// ZooKeeper `host:port` for the `zookeeper` strategy (optional).
+    #[arg(long, env = "SECKILL_ZOOKEEPER")]
+    pub zookeeper: Option<String>,
+    /// ZooKeeper session timeout: how long a dead instance's lock nodes
+    /// outlive it.
+    #[arg(long, env = "SECKILL_ZOOKEEPER_SESSION_MS", default_value_t = 2000)]
+    pub zookeeper_session_ms: u64,
     /// PostgreSQL holding products and orders.
     #[arg(long, env = "SECKILL_DATABASE_URL")]
     pub database_url: String,
@@ -40,7 +53,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SECKILL_REDIS_POOL", default_value_t = 256)]
     pub redis_pool: usize,
     /// PostgreSQL connections per instance.
-    #[arg(long, env = "SECKILL_PG_POOL", default_value_t = 32)]
+    #[arg(long, env = "SECKILL_PG_POOL", default_value_t = 64)]
     pub pg_pool: u32,
 }
 
@@ -64,9 +77,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let (stop_writer, writer_stopped) = watch::channel(false);
     let consumer = format!("{instance}-{}", uuid::Uuid::new_v4().simple());
-    let redis_client = redis::Client::open(args.redis_url.as_str())?;
     let writer = tokio::spawn(writer::run(
-        redis_client,
+        backends.redis_client.clone(),
         backends.pg.clone(),
         consumer,
         writer_stopped,
@@ -96,17 +108,29 @@ pub async fn serve(
         .context("http server")
 }
 
-/// Pools for both backends, retrying while they come up (compose starts
+/// Pools for every backend, retrying while they come up (compose starts
 /// everything at once).
 async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
-    let mut config = deadpool_redis::Config::from_url(args.redis_url.as_str());
-    let mut pool = deadpool_redis::PoolConfig::new(args.redis_pool);
-    pool.timeouts.wait = Some(Duration::from_secs(5));
-    pool.timeouts.create = Some(Duration::from_secs(2));
-    config.pool = Some(pool);
-    let redis = config
-        .create_pool(Some(deadpool_redis::Runtime::Tokio1))
-        .context("creating the redis pool")?;
+    let redis = redis_pool(&args.redis_url, args.redis_pool)?;
+    let redlock_urls = if args.redlock_urls.is_empty() {
+        std::slice::from_ref(&args.redis_url)
+    } else {
+        &args.redlock_urls[..]
+    };
+    let redlock = redlock_urls
+        .iter()
+        .map(|url| Master::new(url))
+        .collect::<Result<Vec<_>, _>>()?;
+    let zookeeper = match &args.zookeeper {
+        Some(hosts) => Some(
+            zookeeper_client::Client::connector()
+                .with_session_timeout(Duration::from_millis(args.zookeeper_session_ms))
+                .connect(hosts)
+                .await
+                .with_context(|| format!("connecting to zookeeper at {hosts}"))?,
+        ),
+        None => None,
+    };
     let mut attempt = 0;
     let pg = loop {
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -127,7 +151,24 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
             Err(error) => return Err(error).context("connecting to postgres"),
         }
     };
-    Ok(Backends { redis, pg })
+    Ok(Backends {
+        redis,
+        redis_client: redis::Client::open(args.redis_url.as_str())?,
+        pg,
+        redlock: Arc::new(redlock),
+        zookeeper,
+    })
+}
+
+fn redis_pool(url: &str, size: usize) -> anyhow::Result<deadpool_redis::Pool> {
+    let mut config = deadpool_redis::Config::from_url(url);
+    let mut pool = deadpool_redis::PoolConfig::new(size);
+    pool.timeouts.wait = Some(Duration::from_secs(5));
+    pool.timeouts.create = Some(Duration::from_secs(2));
+    config.pool = Some(pool);
+    config
+        .create_pool(Some(deadpool_redis::Runtime::Tokio1))
+        .with_context(|| format!("creating a redis pool for {url}"))
 }
 
 fn default_instance_name() -> String {

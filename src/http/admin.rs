@@ -23,7 +23,7 @@ pub async fn reset(
     let id = parse_id(&raw_id)?;
     let Json(request) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     request.validate(app.registry())?;
-    let product = catalog::reset(app.backends(), id, &request).await?;
+    let product = catalog::reset(app.backends(), app.registry(), id, &request).await?;
     tracing::info!(product = id, strategy = %product.strategy, stock = product.initial, epoch = product.epoch, "product reset");
     Ok(Json(product))
 }

@@ -1,6 +1,8 @@
 //! `seckill lab`: the whole topology, natively, on free loopback ports in a
-//! temporary directory — Redis, PostgreSQL, N instances of this binary and
-//! nginx in front. The integration tests use the same code (through the
+//! temporary directory — Redis (plus two more masters for RedLock),
+//! PostgreSQL, ZooKeeper, N instances of this binary and nginx in front.
+//! It can also stop, kill, freeze and resume any process it owns: the
+//! failure scenarios need that. The integration tests use the same code (through the
 //! `seckill lab --json` subprocess), so what is tested is what users run.
 
 mod find;
@@ -8,6 +10,7 @@ mod nginx;
 mod postgres;
 pub mod process;
 mod redis;
+mod zookeeper;
 
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
@@ -50,10 +53,25 @@ pub struct LabInfo {
     pub instances: Vec<InstanceInfo>,
     /// The Redis the instances use.
     pub redis_url: String,
+    /// The independent masters of `redlock` (the first is the main Redis).
+    pub redlock_urls: Vec<String>,
     /// The PostgreSQL the instances use.
     pub postgres_url: String,
+    /// ZooKeeper's `host:port`.
+    pub zookeeper: String,
+    /// Every process the lab owns, by name.
+    pub processes: Vec<ProcessInfo>,
     /// The lab's temporary directory (logs live here).
     pub dir: PathBuf,
+}
+
+/// One process of the lab.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// `redis`, `redis-2`, `postgres`, `zookeeper`, `instance-a`, `nginx`…
+    pub name: String,
+    /// Its process id.
+    pub pid: Option<u32>,
 }
 
 /// One instance.
@@ -98,7 +116,10 @@ impl Lab {
                 admin_token,
                 instances: Vec::new(),
                 redis_url: String::new(),
+                redlock_urls: Vec::new(),
                 postgres_url: String::new(),
+                zookeeper: String::new(),
+                processes: Vec::new(),
                 dir: dir.path().to_owned(),
             },
             processes: Vec::new(),
@@ -112,15 +133,23 @@ impl Lab {
 
     async fn start_backends(&mut self) -> anyhow::Result<()> {
         let root = self.info.dir.clone();
-        let redis_port = free_port()?;
-        self.info.redis_url = format!("redis://127.0.0.1:{redis_port}");
-        let server = redis::start(&root.join("redis"), redis_port)?;
-        let url = self.info.redis_url.clone();
-        self.wait(server, move || {
-            let url = url.clone();
-            async move { redis::ready(&url).await }
-        })
-        .await?;
+        for name in ["redis", "redis-2", "redis-3"] {
+            let port = free_port()?;
+            let url = format!("redis://127.0.0.1:{port}");
+            let server = redis::start(&root.join(name), name, port)?;
+            self.info.redlock_urls.push(url.clone());
+            self.wait(server, move || {
+                let url = url.clone();
+                async move { redis::ready(&url).await }
+            })
+            .await?;
+        }
+        self.info.redis_url = self.info.redlock_urls[0].clone();
+
+        let zk_port = free_port()?;
+        self.info.zookeeper = format!("127.0.0.1:{zk_port}");
+        let server = zookeeper::start(&root.join("zookeeper"), zk_port)?;
+        self.wait(server, move || zookeeper::ready(zk_port)).await?;
 
         let pg_port = free_port()?;
         self.info.postgres_url = postgres::url(pg_port);
@@ -148,6 +177,8 @@ impl Lab {
                 .env("SECKILL_INSTANCE", &name)
                 .env("SECKILL_REDIS_URL", &self.info.redis_url)
                 .env("SECKILL_DATABASE_URL", &self.info.postgres_url)
+                .env("SECKILL_REDLOCK_URLS", self.info.redlock_urls.join(","))
+                .env("SECKILL_ZOOKEEPER", &self.info.zookeeper)
                 .env("SECKILL_ADMIN_TOKEN", &self.info.admin_token)
                 .env(
                     "RUST_LOG",
@@ -203,6 +234,10 @@ impl Lab {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
+        self.info.processes.push(ProcessInfo {
+            name: process.name.clone(),
+            pid: process.pid(),
+        });
         self.processes.push(process);
         let process = self.processes.last_mut().expect("just pushed");
         let started = Instant::now();
@@ -220,6 +255,17 @@ impl Lab {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Sends `signal` to the process called `name`: SIGSTOP freezes it,
+    /// SIGCONT resumes it, SIGKILL crashes it, SIGTERM stops it politely.
+    pub fn signal(&self, name: &str, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+        let process = self
+            .processes
+            .iter()
+            .find(|p| p.name == name)
+            .with_context(|| format!("the lab has no process called {name}"))?;
+        process.signal(signal)
     }
 
     /// Stops everything politely, newest first (nginx, instances — which
@@ -273,6 +319,8 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
             println!("  {:<12} {}", instance.name, instance.url);
         }
         println!("  redis        {}", lab.info.redis_url);
+        println!("  redlock      {}", lab.info.redlock_urls.join(" "));
+        println!("  zookeeper    {}", lab.info.zookeeper);
         println!("  postgres     {}", lab.info.postgres_url);
         println!("  logs         {}", lab.info.dir.display());
         println!("Ctrl-C stops it and removes everything.");

@@ -68,10 +68,23 @@ impl Managed {
         lines[lines.len().saturating_sub(15)..].join("\n")
     }
 
+    /// Sends a signal (freeze, resume, crash) to the process.
+    pub fn signal(&self, signal: Signal) -> anyhow::Result<()> {
+        let pid = self
+            .child
+            .id()
+            .with_context(|| format!("{} has already exited", self.name))?;
+        kill(Pid::from_raw(pid as i32), signal)
+            .with_context(|| format!("sending {signal} to {}", self.name))
+    }
+
     /// SIGTERM, then SIGKILL if it has not exited within `grace`.
     pub async fn stop(mut self, grace: Duration) {
         if let Some(pid) = self.child.id() {
-            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            let pid = Pid::from_raw(pid as i32);
+            // A frozen process would keep the SIGTERM pending forever.
+            let _ = kill(pid, Signal::SIGCONT);
+            let _ = kill(pid, Signal::SIGTERM);
             if tokio::time::timeout(grace, self.child.wait()).await.is_ok() {
                 return;
             }

@@ -8,7 +8,7 @@ use super::find;
 use super::process::Managed;
 
 /// Starts redis-server on `port` with its files under `dir`.
-pub fn start(dir: &Path, port: u16) -> anyhow::Result<Managed> {
+pub fn start(dir: &Path, name: &str, port: u16) -> anyhow::Result<Managed> {
     std::fs::create_dir_all(dir)?;
     let mut command = Command::new(find::redis_server()?);
     command
@@ -24,7 +24,7 @@ pub fn start(dir: &Path, port: u16) -> anyhow::Result<Managed> {
         .arg(dir)
         .arg("--maxclients")
         .arg("10000");
-    Managed::spawn("redis", command, &dir.join("redis.log"))
+    Managed::spawn(name, command, &dir.join("redis.log"))
 }
 
 /// PING answers PONG.

@@ -14,7 +14,25 @@ use futures::future::BoxFuture;
 
 use super::{Guard, Lock};
 use crate::error::BackendError;
-use crate::strategy::BuyCtx;
+use crate::store::StoreKind;
+use crate::strategy::locked::Locked;
+use crate::strategy::{BuyCtx, Info, Strategy};
+
+/// The `local-mutex` strategy.
+pub fn strategy() -> Arc<dyn Strategy> {
+    Locked::strategy(
+        Info {
+            id: "local-mutex",
+            backend: "redis",
+            store: StoreKind::Redis,
+            mechanism: "in-process mutex per product (\"synchronized\") around GET, check, SET",
+            safe: false,
+            safe_against: "concurrent buyers on one instance",
+            unsafe_against: "more than one instance: each has its own mutex",
+        },
+        LocalMutex::default(),
+    )
+}
 
 /// One async mutex per product id.
 #[derive(Default)]
@@ -43,7 +61,9 @@ impl Lock for LocalMutex {
         async move {
             let mutex = self.mutex(ctx.product.id);
             let locked = tokio::time::timeout_at(deadline.into(), mutex.lock_owned()).await;
-            Ok(locked.ok().map(Guard::holding))
+            Ok(locked
+                .ok()
+                .map(|held| Guard::with_token(String::new()).holding(held)))
         }
         .boxed()
     }

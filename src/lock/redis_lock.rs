@@ -6,19 +6,38 @@
 //! key expires, a second buyer takes the lock while the first is still in
 //! the section, and both sell from the same stock reading.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use redis::Script;
+use redis::aio::MultiplexedConnection;
 use uuid::Uuid;
 
 use super::{Guard, Lock};
 use crate::backoff;
 use crate::error::BackendError;
 use crate::product::keys;
-use crate::strategy::BuyCtx;
+use crate::store::StoreKind;
+use crate::strategy::locked::Locked;
+use crate::strategy::{BuyCtx, Info, Strategy};
+
+/// The `redis-lock` strategy.
+pub fn strategy() -> Arc<dyn Strategy> {
+    Locked::strategy(
+        Info {
+            id: "redis-lock",
+            backend: "redis",
+            store: StoreKind::Redis,
+            mechanism: "SET key uuid NX PX ttl; Lua compare-and-delete release; bounded retry with backoff",
+            safe: true,
+            safe_against: "many instances; a holder that finishes within its lease",
+            unsafe_against: "work that outlives lease_ms (the lock expires under the holder)",
+        },
+        RedisLock,
+    )
+}
 
 /// Deletes the lock only if it still holds our token, so a holder whose
 /// lease expired cannot delete the next holder's lock.
@@ -31,6 +50,54 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
 /// The lease-based Redis lock.
 pub struct RedisLock;
 
+/// One `SET key token NX PX lease`: true when this call took the lock.
+pub async fn try_set(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    token: &str,
+    lease_ms: u64,
+) -> Result<bool, BackendError> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(lease_ms)
+        .query_async(conn)
+        .await?;
+    Ok(set.is_some())
+}
+
+/// Retries [`try_set`] with jittered backoff until `deadline`.
+pub async fn spin(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    token: &str,
+    lease_ms: u64,
+    deadline: Instant,
+) -> Result<bool, BackendError> {
+    for attempt in 0.. {
+        if try_set(conn, key, token, lease_ms).await? {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(backoff::delay(attempt, deadline)).await;
+    }
+    Ok(false)
+}
+
+/// Deletes `key` only if it still holds `token`.
+pub async fn release_key(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    token: &str,
+) -> Result<(), BackendError> {
+    let _deleted: i64 = RELEASE.key(key).arg(token).invoke_async(conn).await?;
+    Ok(())
+}
+
 impl Lock for RedisLock {
     fn acquire<'a>(
         &'a self,
@@ -38,30 +105,11 @@ impl Lock for RedisLock {
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Option<Guard>, BackendError>> {
         async move {
-            let key = keys::lock(ctx.product.id);
             let token = Uuid::new_v4().to_string();
+            let key = keys::lock(ctx.product.id);
             let lease = ctx.product.settings.lease_ms;
-            for attempt in 0.. {
-                let acquired: Option<String> = {
-                    let mut conn = ctx.redis.clone();
-                    redis::cmd("SET")
-                        .arg(&key)
-                        .arg(&token)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(lease)
-                        .query_async(&mut conn)
-                        .await?
-                };
-                if acquired.is_some() {
-                    return Ok(Some(Guard::with_token(token)));
-                }
-                if Instant::now() >= deadline {
-                    break;
-                }
-                tokio::time::sleep(backoff::delay(attempt, deadline)).await;
-            }
-            Ok(None)
+            let held = spin(&mut ctx.redis.clone(), &key, &token, lease, deadline).await?;
+            Ok(held.then(|| Guard::with_token(token)))
         }
         .boxed()
     }
@@ -72,13 +120,12 @@ impl Lock for RedisLock {
         guard: Guard,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let mut conn = ctx.redis.clone();
-            let _deleted: i64 = RELEASE
-                .key(keys::lock(ctx.product.id))
-                .arg(&guard.token)
-                .invoke_async(&mut conn)
-                .await?;
-            Ok(())
+            release_key(
+                &mut ctx.redis.clone(),
+                &keys::lock(ctx.product.id),
+                &guard.token,
+            )
+            .await
         }
         .boxed()
     }

@@ -8,8 +8,9 @@
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::{BuyCtx, Info, Outcome, Store, Strategy, section};
+use super::{BuyCtx, Info, Outcome, Strategy, section};
 use crate::error::BackendError;
+use crate::store::StoreKind;
 
 /// Decrement and insert in one statement: the CTE's UPDATE yields a row only
 /// when stock was left, and the INSERT records an order only for that row.
@@ -25,7 +26,7 @@ pub struct DbAtomic;
 static INFO: Info = Info {
     id: "db-atomic",
     backend: "postgres",
-    store: Store::Postgres,
+    store: StoreKind::Postgres,
     mechanism: "UPDATE … SET stock = stock - 1 WHERE id = $1 AND stock > 0, order inserted in the same statement",
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed clients",

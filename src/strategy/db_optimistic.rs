@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::{BuyCtx, Info, Outcome, Store, Strategy, section};
+use super::{BuyCtx, Info, Outcome, Strategy, section};
 use crate::backoff;
 use crate::error::BackendError;
+use crate::store::StoreKind;
 
 /// The compare-and-set: the UPDATE matches only if nobody wrote since our
 /// read (same version, same reset); the INSERT records the order only then.
@@ -29,7 +30,7 @@ pub struct DbOptimistic;
 static INFO: Info = Info {
     id: "db-optimistic",
     backend: "postgres",
-    store: Store::Postgres,
+    store: StoreKind::Postgres,
     mechanism: "read stock and version; UPDATE … WHERE version = $v; bounded retries",
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed clients",

@@ -8,8 +8,9 @@
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::{BuyCtx, Info, Outcome, Store, Strategy, section};
+use super::{BuyCtx, Info, Outcome, Strategy, section};
 use crate::error::BackendError;
+use crate::store::StoreKind;
 
 /// The row-locking strategy.
 pub struct DbPessimistic;
@@ -17,7 +18,7 @@ pub struct DbPessimistic;
 static INFO: Info = Info {
     id: "db-pessimistic",
     backend: "postgres",
-    store: Store::Postgres,
+    store: StoreKind::Postgres,
     mechanism: "SELECT … FOR UPDATE, update, insert order, commit",
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed or frozen clients (the transaction dies with the connection)",
@@ -31,12 +32,13 @@ impl DbPessimistic {
         // FOR UPDATE takes the row lock now, so no other buyer can read
         // this stock until we commit: the read and the write cannot be
         // interleaved by anyone else.
-        let stock: Option<i64> =
-            sqlx::query_scalar("SELECT stock FROM products WHERE id = $1 AND epoch = $2 FOR UPDATE")
-                .bind(product.id)
-                .bind(product.epoch)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let stock: Option<i64> = sqlx::query_scalar(
+            "SELECT stock FROM products WHERE id = $1 AND epoch = $2 FOR UPDATE",
+        )
+        .bind(product.id)
+        .bind(product.epoch)
+        .fetch_optional(&mut *tx)
+        .await?;
         let Some(stock) = stock else {
             return Ok(Outcome::busy("the product was reset during the buy"));
         };

@@ -1,5 +1,6 @@
 //! A lock composed with the shared critical section: the shape of every
-//! locked strategy. Each lock's own file says what it reproduces.
+//! locked strategy. Each lock's own file (in `src/lock/`) says what it
+//! reproduces and builds its strategy with [`Locked::strategy`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -7,13 +8,20 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::{BuyCtx, Info, Outcome, Store, Strategy, section};
+use super::{BuyCtx, Info, Outcome, Strategy, section, store_of};
 use crate::error::BackendError;
-use crate::lock::{Lock, local_mutex::LocalMutex, redis_lock::RedisLock};
-use crate::store;
+use crate::lock::{Lock, Waiting};
+use crate::store::{self, StoreKind};
 
-/// How long a waiter waits for the lock before re-reading the stock.
-const RECHECK_EVERY: Duration = Duration::from_millis(25);
+/// How long a waiter waits for the lock before re-reading the stock. A
+/// PostgreSQL read costs a pooled connection that the holder may need, so
+/// waiters on a database store re-read ten times less often.
+fn recheck_every(kind: StoreKind) -> Duration {
+    match kind {
+        StoreKind::Redis => Duration::from_millis(25),
+        StoreKind::Postgres => Duration::from_millis(250),
+    }
+}
 
 /// A strategy made of a lock around [`section::run`].
 pub struct Locked<L> {
@@ -21,30 +29,37 @@ pub struct Locked<L> {
     lock: L,
 }
 
+impl<L: Lock + 'static> Locked<L> {
+    /// The strategy `info` describes, locking with `lock`.
+    pub fn strategy(info: Info, lock: L) -> Arc<dyn Strategy> {
+        Arc::new(Self { info, lock })
+    }
+}
+
 impl<L: Lock> Locked<L> {
     async fn buy_locked(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+        let kind = store_of(&self.info, ctx.product);
         let deadline =
             Instant::now() + Duration::from_millis(ctx.product.settings.acquire_timeout_ms);
         let guard = loop {
             // A waiter re-reads the stock between slices of waiting: once
-            // the product is sold out there is nothing to queue for. Only a
+            // the product is sold out there is nothing to wait for. Only a
             // hint — the section re-checks under the lock.
-            let stock = {
-                let mut conn = ctx.redis.clone();
-                store::read(&mut conn, ctx.product.id).await?
-            };
-            if stock <= 0 {
+            if store::read(ctx, kind, None).await? <= 0 {
                 return Ok(Outcome::SoldOut);
             }
-            let slice = deadline.min(Instant::now() + RECHECK_EVERY);
-            if let Some(guard) = self.lock.acquire(ctx, slice).await? {
+            let until = match self.lock.waiting() {
+                Waiting::Sliced => deadline.min(Instant::now() + recheck_every(kind)),
+                Waiting::Queued | Waiting::FailFast => deadline,
+            };
+            if let Some(guard) = self.lock.acquire(ctx, until).await? {
                 break guard;
             }
-            if Instant::now() >= deadline {
+            if self.lock.waiting() != Waiting::Sliced || Instant::now() >= deadline {
                 return Ok(Outcome::busy("lock not acquired within acquire_timeout_ms"));
             }
         };
-        let outcome = section::run(ctx).await;
+        let outcome = section::run(ctx, kind, guard.fence).await;
         if let Err(error) = self.lock.release(ctx, guard).await {
             // The sale (if any) is already recorded whole; a failed release
             // only delays the next holder until the lease runs out.
@@ -62,36 +77,4 @@ impl<L: Lock> Strategy for Locked<L> {
     fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
         self.buy_locked(ctx).boxed()
     }
-}
-
-/// `local-mutex`: see [`crate::lock::local_mutex`].
-pub fn local_mutex() -> Arc<dyn Strategy> {
-    Arc::new(Locked {
-        info: Info {
-            id: "local-mutex",
-            backend: "redis",
-            store: Store::Redis,
-            mechanism: "in-process mutex per product (\"synchronized\") around GET, check, SET",
-            safe: false,
-            safe_against: "concurrent buyers on one instance",
-            unsafe_against: "more than one instance: each has its own mutex",
-        },
-        lock: LocalMutex::default(),
-    })
-}
-
-/// `redis-lock`: see [`crate::lock::redis_lock`].
-pub fn redis_lock() -> Arc<dyn Strategy> {
-    Arc::new(Locked {
-        info: Info {
-            id: "redis-lock",
-            backend: "redis",
-            store: Store::Redis,
-            mechanism: "SET key uuid NX PX ttl; Lua compare-and-delete release; bounded retry with backoff",
-            safe: true,
-            safe_against: "many instances; a holder that finishes within its lease",
-            unsafe_against: "work that outlives lease_ms (the lock expires under the holder)",
-        },
-        lock: RedisLock,
-    })
 }

@@ -12,12 +12,13 @@
 
 pub mod db_atomic;
 pub mod db_optimistic;
+pub mod db_pessimistic;
 pub mod locked;
 pub mod naive;
 pub mod redis_lua;
 pub mod section;
+pub mod segmented;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,17 +26,18 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 
 use crate::error::BackendError;
+use crate::lock;
 use crate::orders::Order;
-use crate::product::Product;
+use crate::product::{Product, keys};
+use crate::store::StoreKind;
 
-/// Where a strategy keeps its stock counter (and so where `remaining` is
-/// read from).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Store {
-    /// `seckill:{id}:stock` in Redis; orders go through the stream.
-    Redis,
-    /// `products.stock` in PostgreSQL; orders inserted in the transaction.
+/// Where a product's stock lives, as its strategy lays it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StockLayout {
+    /// Redis counters; the stock is split evenly over them (one key for
+    /// most strategies, one per segment for `segmented`).
+    Redis(Vec<String>),
+    /// `products.stock`.
     Postgres,
 }
 
@@ -47,7 +49,7 @@ pub struct Info {
     /// The backends the mechanism involves.
     pub backend: &'static str,
     /// Where the stock counter lives.
-    pub store: Store,
+    pub store: StoreKind,
     /// One line: how it protects the counter.
     pub mechanism: &'static str,
     /// Whether it is expected never to oversell at default settings on
@@ -91,8 +93,14 @@ impl Outcome {
 pub struct Backends {
     /// Pooled multiplexed Redis connections.
     pub redis: deadpool_redis::Pool,
+    /// The same Redis, for what a pool cannot do (Pub/Sub subscriptions).
+    pub redis_client: redis::Client,
     /// Pooled PostgreSQL connections.
     pub pg: sqlx::PgPool,
+    /// The independent RedLock masters.
+    pub redlock: Arc<Vec<lock::redlock::Master>>,
+    /// ZooKeeper session, when configured.
+    pub zookeeper: Option<zookeeper_client::Client>,
 }
 
 /// Everything one buy needs.
@@ -115,42 +123,66 @@ pub trait Strategy: Send + Sync {
     fn info(&self) -> &Info;
     /// Tries to sell one unit of `ctx.product` and record `ctx.order`.
     fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>>;
+
+    /// Where the product's stock lives: the product's `store` setting, or
+    /// this strategy's own backend.
+    fn layout(&self, product: &Product) -> StockLayout {
+        match store_of(self.info(), product) {
+            StoreKind::Redis => StockLayout::Redis(vec![keys::stock(product.id)]),
+            StoreKind::Postgres => StockLayout::Postgres,
+        }
+    }
 }
 
-/// All strategies by id.
+/// The store a product uses under a strategy: its `store` setting, or the
+/// strategy's own.
+pub fn store_of(info: &Info, product: &Product) -> StoreKind {
+    product.settings.store.unwrap_or(info.store)
+}
+
+/// All strategies, in catalogue order (unsafe first, then the locks, the
+/// database strategies and the atomic ones).
 pub struct Registry {
-    by_id: BTreeMap<&'static str, Arc<dyn Strategy>>,
+    /// Fourteen entries: a linear search by id is cheaper than hashing.
+    all: Vec<Arc<dyn Strategy>>,
 }
 
 impl Registry {
     /// Every strategy this build knows. Adding one is one line here.
     pub fn new() -> Self {
-        let all: Vec<Arc<dyn Strategy>> = vec![
-            Arc::new(naive::Naive),
-            locked::local_mutex(),
-            locked::redis_lock(),
-            Arc::new(redis_lua::RedisLua),
-            Arc::new(db_optimistic::DbOptimistic),
-            Arc::new(db_atomic::DbAtomic),
-        ];
         Self {
-            by_id: all.into_iter().map(|s| (s.info().id, s)).collect(),
+            all: vec![
+                Arc::new(naive::Naive),
+                lock::local_mutex::strategy(),
+                lock::setnx_naive::strategy(),
+                lock::redis_lock::strategy(),
+                lock::redisson::strategy(),
+                lock::fenced::strategy(),
+                lock::redlock::strategy(),
+                lock::zookeeper::strategy(),
+                lock::db_lock_table::strategy(),
+                Arc::new(db_pessimistic::DbPessimistic),
+                Arc::new(db_optimistic::DbOptimistic),
+                Arc::new(db_atomic::DbAtomic),
+                Arc::new(redis_lua::RedisLua),
+                Arc::new(segmented::Segmented),
+            ],
         }
     }
 
     /// The strategy with this id.
     pub fn get(&self, id: &str) -> Option<&Arc<dyn Strategy>> {
-        self.by_id.get(id)
+        self.all.iter().find(|s| s.info().id == id)
     }
 
-    /// Catalogue entries in registration order of ids (alphabetical).
+    /// Catalogue entries, in catalogue order.
     pub fn infos(&self) -> Vec<Info> {
-        self.by_id.values().map(|s| s.info().clone()).collect()
+        self.all.iter().map(|s| s.info().clone()).collect()
     }
 
-    /// The ids, for error messages and `--strategies` defaults.
+    /// The ids, for error messages.
     pub fn ids(&self) -> Vec<&'static str> {
-        self.by_id.keys().copied().collect()
+        self.all.iter().map(|s| s.info().id).collect()
     }
 }
 

@@ -7,8 +7,9 @@
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::{BuyCtx, Info, Outcome, Store, Strategy, section};
+use super::{BuyCtx, Info, Outcome, Strategy, section};
 use crate::error::BackendError;
+use crate::store::StoreKind;
 
 /// No lock: the shared critical section, unguarded.
 pub struct Naive;
@@ -16,7 +17,7 @@ pub struct Naive;
 static INFO: Info = Info {
     id: "naive",
     backend: "redis",
-    store: Store::Redis,
+    store: StoreKind::Redis,
     mechanism: "GET, check, SET on a Redis counter with no lock",
     safe: false,
     safe_against: "nothing; correct only with one buyer at a time",
@@ -29,6 +30,6 @@ impl Strategy for Naive {
     }
 
     fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
-        section::run(ctx).boxed()
+        section::run(ctx, super::store_of(&INFO, ctx.product), None).boxed()
     }
 }

@@ -11,10 +11,11 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use redis::Script;
 
-use super::{BuyCtx, Info, Outcome, Store, Strategy};
+use super::{BuyCtx, Info, Outcome, Strategy};
 use crate::error::BackendError;
 use crate::orders::lua_xadd;
 use crate::product::keys;
+use crate::store::StoreKind;
 
 /// KEYS: stock, epoch, orders stream. ARGV: epoch, order fields.
 /// Returns the new stock, -1 when sold out, -2 when the product was reset.
@@ -36,7 +37,7 @@ pub struct RedisLua;
 static INFO: Info = Info {
     id: "redis-lua",
     backend: "redis",
-    store: Store::Redis,
+    store: StoreKind::Redis,
     mechanism: "one Lua script: check stock, DECR, XADD the order",
     safe: true,
     safe_against: "any concurrency, any number of instances, slow or crashed clients",

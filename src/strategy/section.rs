@@ -6,27 +6,25 @@ use std::time::Duration;
 
 use super::{BuyCtx, Outcome};
 use crate::error::BackendError;
-use crate::store;
+use crate::store::{self, StoreKind, Written};
 
-/// Runs the section. The caller holds whatever lock it has (or none).
-pub async fn run(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-    let id = ctx.product.id;
-    let stock = {
-        let mut conn = ctx.redis.clone();
-        store::read(&mut conn, id).await?
-    };
+/// Runs the section against `kind`, passing the lock's fencing token (if
+/// any) to the store. The caller holds whatever lock it has (or none).
+pub async fn run(
+    ctx: &BuyCtx<'_>,
+    kind: StoreKind,
+    fence: Option<u64>,
+) -> Result<Outcome, BackendError> {
+    let stock = store::read(ctx, kind, fence).await?;
     if stock <= 0 {
         return Ok(Outcome::SoldOut);
     }
-    // The connection goes back to the pool during the work: a sleeping
-    // buyer must not starve the others of connections.
     work(ctx).await;
-    let mut conn = ctx.redis.clone();
-    if store::write(&mut conn, ctx, stock - 1).await? {
-        Ok(Outcome::Sold)
-    } else {
-        Ok(Outcome::busy("the product was reset during the buy"))
-    }
+    Ok(match store::write(ctx, kind, stock - 1, fence).await? {
+        Written::Sold => Outcome::Sold,
+        Written::Reset => Outcome::busy("the product was reset during the buy"),
+        Written::Fenced => Outcome::busy("fenced: a newer lock holder has touched the stock"),
+    })
 }
 
 /// Sleeps `work_ms`: the simulated business work inside the section.

@@ -5,6 +5,7 @@
 
 mod contract;
 mod harness;
+mod locks;
 mod races;
 mod shutdown;
 mod writer;

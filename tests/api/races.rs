@@ -128,3 +128,77 @@ async fn db_optimistic_never_oversells_and_reports_buyers_who_gave_up() {
         "contention must exhaust some buyers' retries: {row:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_other_safe_strategy_sells_exactly_the_stock() {
+    let lab = shared();
+    let gateway = lab.gateway();
+    let safe = [
+        (120, "redisson"),
+        (121, "fenced"),
+        (122, "redlock"),
+        (123, "zookeeper"),
+        (124, "db-lock-table"),
+        (125, "db-pessimistic"),
+        (126, "segmented"),
+    ];
+    for (product, strategy) in safe {
+        let row = race_on(&gateway, product, strategy, 20, 200, 50, defaults()).await;
+        assert_eq!(
+            row.sold, 20,
+            "{strategy} must sell exactly the stock: {row:?}"
+        );
+        assert_eq!(row.oversold, 0, "{row:?}");
+        assert_eq!(row.remaining, 0, "{row:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setnx_naive_oversells_when_work_outlives_the_ttl() {
+    let lab = shared();
+    // The lock expires after 50 ms; the next buyer takes it while the first
+    // still works, and the first one's unconditional DEL frees it again.
+    let settings = json!({"work_ms": 200, "lease_ms": 50});
+    let row = race_on(&lab.gateway(), 130, "setnx-naive", 3, 300, 20, settings).await;
+    assert!(
+        row.oversold > 0,
+        "setnx-naive must oversell past its TTL: {row:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redissons_watchdog_keeps_a_long_holder_safe() {
+    let lab = shared();
+    // Work three times the lease: the watchdog renews it every lease/3.
+    let settings = json!({"work_ms": 300, "lease_ms": 100});
+    let row = race_on(&lab.gateway(), 131, "redisson", 3, 20, 20, settings).await;
+    assert_eq!(row.oversold, 0, "{row:?}");
+    assert_eq!(row.sold, 3, "{row:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_refuses_the_writes_of_expired_holders() {
+    let lab = shared();
+    // Same expiring lease as the setnx race: holders overlap, but a holder
+    // older than the newest reader cannot write.
+    let settings = json!({"work_ms": 200, "lease_ms": 50});
+    let row = race_on(&lab.gateway(), 132, "fenced", 3, 40, 20, settings).await;
+    assert_eq!(row.oversold, 0, "{row:?}");
+    assert_eq!(row.lost_updates, 0, "{row:?}");
+    assert!(
+        row.errors.get("busy").copied().unwrap_or(0) > 0,
+        "stale holders are refused: {row:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_strategy_can_guard_a_postgres_row() {
+    let lab = shared();
+    let settings = json!({"store": "postgres"});
+    let row = race_on(&lab.gateway(), 133, "redlock", 20, 200, 50, settings).await;
+    assert_eq!(
+        (row.sold, row.oversold, row.remaining),
+        (20, 0, 0),
+        "{row:?}"
+    );
+}
