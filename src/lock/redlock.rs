@@ -57,7 +57,14 @@ const PER_MASTER: Duration = Duration::from_millis(100);
 pub struct Master {
     client: redis::Client,
     conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    /// After a failure the master is skipped for [`REST`], so waiters do not
+    /// queue behind reconnects to a master that is down. A std mutex: held
+    /// for a read or a write of an instant, never across an await.
+    down_until: std::sync::Mutex<Option<Instant>>,
 }
+
+/// How long a failed master is skipped before it is tried again.
+const REST: Duration = Duration::from_millis(250);
 
 impl Master {
     /// A master at `url` (not connected yet).
@@ -65,6 +72,7 @@ impl Master {
         Ok(Self {
             client: redis::Client::open(url)?,
             conn: tokio::sync::Mutex::new(None),
+            down_until: std::sync::Mutex::new(None),
         })
     }
 
@@ -84,6 +92,28 @@ impl Master {
         F: FnOnce(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = Result<T, BackendError>>,
     {
+        let resting = {
+            let down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
+            down.is_some_and(|until| Instant::now() < until)
+        };
+        if resting {
+            return Err(BackendError::Unavailable(
+                "redlock master recently failed".into(),
+            ));
+        }
+        let result = self.run_connected(op).await;
+        if result.is_err() {
+            *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Instant::now() + REST);
+        }
+        result
+    }
+
+    async fn run_connected<T, F, Fut>(&self, op: F) -> Result<T, BackendError>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: std::future::Future<Output = Result<T, BackendError>>,
+    {
         let conn = {
             let mut slot = self.conn.lock().await;
             match &*slot {
@@ -92,10 +122,15 @@ impl Master {
                     let config = redis::AsyncConnectionConfig::new()
                         .set_connection_timeout(Some(PER_MASTER))
                         .set_response_timeout(Some(PER_MASTER));
-                    let conn = self
-                        .client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await?;
+                    let conn = tokio::time::timeout(
+                        PER_MASTER,
+                        self.client
+                            .get_multiplexed_async_connection_with_config(&config),
+                    )
+                    .await
+                    .map_err(|_| {
+                        BackendError::Unavailable("redlock master connect timed out".into())
+                    })??;
                     *slot = Some(conn.clone());
                     conn
                 }

@@ -27,6 +27,10 @@ pub struct RaceSpec {
     pub buyers: usize,
     /// Requests in flight at once.
     pub concurrency: usize,
+    /// When set, buyer `i` starts no earlier than `i × pace` after the
+    /// first: arrivals spread over time instead of one burst, so a race
+    /// that needs a buyer to arrive after a lease expired gets one.
+    pub pace: Option<Duration>,
     /// Strategy settings sent with the reset (`work_ms`, `lease_ms`, …);
     /// keys left out take the product defaults.
     pub settings: Map<String, Value>,
@@ -77,7 +81,11 @@ pub async fn race(target: &Target, spec: &RaceSpec) -> anyhow::Result<Row> {
         .map(|i| {
             let user = format!("race-{run}-{i}");
             let done = done.clone();
+            let start_at = spec.pace.map(|pace| started + pace * i as u32);
             async move {
+                if let Some(at) = start_at {
+                    tokio::time::sleep_until(at.into()).await;
+                }
                 let sent = Instant::now();
                 let result = target.buy(spec.product_id, &user).await;
                 done.fetch_add(1, Ordering::Relaxed);
@@ -98,7 +106,7 @@ pub async fn race(target: &Target, spec: &RaceSpec) -> anyhow::Result<Row> {
 }
 
 /// Polls the ledger until no order of the product is left in the stream.
-async fn drained_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> {
+pub async fn drained_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> {
     let started = Instant::now();
     loop {
         let ledger = target.ledger(id).await?;
@@ -114,7 +122,8 @@ async fn drained_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> {
     }
 }
 
-fn summarize(
+/// The row for `strategy` from the drained ledger and what the clients saw.
+pub fn summarize(
     strategy: &str,
     ledger: &Ledger,
     outcomes: &[(BuyResult, Duration)],

@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod driver;
+pub mod scenario;
 mod table;
 
 use std::path::PathBuf;
@@ -59,6 +60,12 @@ pub struct RaceArgs {
     /// First product id used; strategy i races on product first + i.
     #[arg(long, env = "SECKILL_RACE_PRODUCT", default_value_t = 9001)]
     pub first_product: i64,
+    /// Run a named failure scenario instead (each starts its own lab and
+    /// injects its fault): contention, two-instances-local-lock,
+    /// lease-expiry, frozen-holder, holder-crash, redlock-minority-down,
+    /// segment-scaling, or all. Exits 1 unless every expectation is met.
+    #[arg(long, env = "SECKILL_RACE_SCENARIO")]
+    pub scenario: Option<String>,
     /// Also write the rows as a JSON array to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -67,6 +74,9 @@ pub struct RaceArgs {
 /// Runs the race and prints the table. `Ok(false)` when a safe strategy
 /// oversold or a strategy's client 200s differ from its recorded orders.
 pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
+    if let Some(name) = &args.scenario {
+        return run_scenario(name, &args).await;
+    }
     let lab = match &args.url {
         Some(_) => None,
         None => {
@@ -132,6 +142,7 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             stock: args.stock,
             buyers: args.buyers,
             concurrency: args.concurrency,
+            pace: None,
             settings: settings.clone(),
         };
         rows.push(race(&target, &spec).await?);
@@ -143,4 +154,33 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
         .collect();
     print!("{}", table::render(&rows, &safe));
     Ok((rows, safe))
+}
+
+/// `--scenario NAME`: the scenario's rows, each with its expectation.
+async fn run_scenario(name: &str, args: &RaceArgs) -> anyhow::Result<bool> {
+    anyhow::ensure!(
+        args.url.is_none(),
+        "scenarios start their own labs (they kill and freeze processes); drop --url"
+    );
+    let knobs = scenario::Knobs {
+        stock: args.stock,
+        buyers: args.buyers,
+        concurrency: args.concurrency,
+        work_ms: args.work_ms,
+    };
+    let rows = scenario::run(name, knobs).await?;
+    print!("{}", scenario::render(&rows));
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let missed: Vec<String> = rows
+        .iter()
+        .filter(|r| !r.met)
+        .map(|r| format!("{} {} {}", r.scenario, r.row.strategy, r.variant))
+        .collect();
+    for miss in &missed {
+        eprintln!("NOT MET: {miss}");
+    }
+    Ok(missed.is_empty())
 }

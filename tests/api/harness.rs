@@ -9,6 +9,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -84,6 +85,31 @@ pub async fn race_on(
     concurrency: usize,
     settings: Value,
 ) -> Row {
+    race_paced(
+        target,
+        product_id,
+        strategy,
+        stock,
+        buyers,
+        concurrency,
+        None,
+        settings,
+    )
+    .await
+}
+
+/// [`race_on`] with arrivals spread `pace` apart instead of one burst.
+#[allow(clippy::too_many_arguments)]
+pub async fn race_paced(
+    target: &Target,
+    product_id: i64,
+    strategy: &str,
+    stock: i64,
+    buyers: usize,
+    concurrency: usize,
+    pace: Option<Duration>,
+    settings: Value,
+) -> Row {
     let settings: Map<String, Value> = settings.as_object().cloned().unwrap_or_default();
     let spec = RaceSpec {
         product_id,
@@ -91,6 +117,7 @@ pub async fn race_on(
         stock,
         buyers,
         concurrency,
+        pace,
         settings,
     };
     let row = race(target, &spec).await.expect("race");

@@ -3,7 +3,9 @@
 
 use serde_json::json;
 
-use crate::harness::{defaults, race_on, shared};
+use std::time::Duration;
+
+use crate::harness::{defaults, race_on, race_paced, shared};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn naive_oversells_across_two_instances() {
@@ -156,10 +158,23 @@ async fn every_other_safe_strategy_sells_exactly_the_stock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setnx_naive_oversells_when_work_outlives_the_ttl() {
     let lab = shared();
-    // The lock expires after 50 ms; the next buyer takes it while the first
-    // still works, and the first one's unconditional DEL frees it again.
+    // The lock expires after 50 ms; a buyer arriving 30 ms later than the
+    // last takes it while the first still works, and the first one's
+    // unconditional DEL frees it again. Fail-fast buyers must keep
+    // arriving, so arrivals are paced, not burst.
     let settings = json!({"work_ms": 200, "lease_ms": 50});
-    let row = race_on(&lab.gateway(), 130, "setnx-naive", 3, 300, 20, settings).await;
+    let pace = Some(Duration::from_millis(30));
+    let row = race_paced(
+        &lab.gateway(),
+        130,
+        "setnx-naive",
+        3,
+        40,
+        40,
+        pace,
+        settings,
+    )
+    .await;
     assert!(
         row.oversold > 0,
         "setnx-naive must oversell past its TTL: {row:?}"

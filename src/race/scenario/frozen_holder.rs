@@ -1,0 +1,60 @@
+//! `frozen-holder`: the instance holding the lock is frozen (SIGSTOP) for
+//! longer than the lease, another instance sells meanwhile, then the frozen
+//! one is resumed (SIGCONT) and finishes its critical section.
+//!
+//! `redisson` oversells: its watchdog froze with its process, the lease ran
+//! out, and the resumed holder writes from its stale read. `fenced` does
+//! not: the second holder's newer token reached the store first, so the
+//! resumed holder's write is refused and its buyer gets `busy`.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde_json::json;
+
+use super::{Ctx, Expect, ScenarioRow, buy_in_background, fault, judge, reset, scripted_row};
+use crate::race::client::Target;
+
+pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
+    let lab = ctx.lab(2).await?;
+    let result = async {
+        let token = &lab.info.admin_token;
+        let a = Target::new(&lab.info.instances[0].url, token, 8)?;
+        let b = Target::new(&lab.info.instances[1].url, token, 8)?;
+        let frozen = lab.info.instances[0].name.clone();
+        let mut rows = Vec::new();
+        for (strategy, expect) in [
+            ("redisson", Expect::Oversells),
+            ("fenced", Expect::NoOversell),
+        ] {
+            let product = ctx.product();
+            // One unit, so two sales are an oversell; 300 ms of work under
+            // a 300 ms lease that only a live watchdog keeps alive.
+            reset(
+                &a,
+                product,
+                strategy,
+                1,
+                &json!({"work_ms": 300, "lease_ms": 300}),
+            )
+            .await?;
+            let started = Instant::now();
+            let holder = buy_in_background(&a, product, "frozen-buyer");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            fault(&lab, &frozen, Signal::SIGSTOP)?;
+            // Well past the lease: the lock is gone while the holder sleeps.
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            let second = buy_in_background(&b, product, "second-buyer").await?;
+            fault(&lab, &frozen, Signal::SIGCONT)?;
+            let first = holder.await?;
+            let row = scripted_row(&a, product, strategy, &[first, second], started).await?;
+            rows.push(judge(row, "frozen-holder", "", expect));
+        }
+        Ok(rows)
+    }
+    .await;
+    // Never leave an instance frozen behind, even on error.
+    let _ = lab.signal(&lab.info.instances[0].name, Signal::SIGCONT);
+    lab.stop().await;
+    result
+}

@@ -1,0 +1,41 @@
+//! `segment-scaling`: `segmented` with 1, 2, 4 and 8 segments against
+//! `redis-lock`, all with 50 ms of work per sale, so the simulated work —
+//! not the machine — sets the pace. One lock serialises every sale; K
+//! segments sell K at a time. Expected: no oversell anywhere, and 8
+//! segments at least 4 times the throughput of one.
+
+use serde_json::json;
+
+use super::{Case, Ctx, Expect, ScenarioRow};
+use crate::race::client::Target;
+
+const NAME: &str = "segment-scaling";
+/// The speed-up 8 segments must reach over one.
+const MIN_SPEEDUP: f64 = 4.0;
+
+pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
+    let lab = ctx.lab(2).await?;
+    let result = async {
+        let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 80)?;
+        let base = json!({"work_ms": 50, "acquire_timeout_ms": 30000});
+        let lock = Case::new(NAME, "redis-lock", 80, 80, Expect::SellsAll).settings(base.clone());
+        let mut rows = vec![ctx.race(&gateway, lock).await?];
+        for segments in [1, 2, 4, 8] {
+            let mut settings = base.clone();
+            settings["segments"] = json!(segments);
+            let variant = format!("segments={segments}");
+            let case = Case::new(NAME, "segmented", 80, 80, Expect::SellsAll)
+                .variant(&variant)
+                .settings(settings);
+            rows.push(ctx.race(&gateway, case).await?);
+        }
+        let one = rows[1].row.rps;
+        let eight = rows.last_mut().expect("the 8-segment row");
+        eight.expected = format!("{}; rps >= {MIN_SPEEDUP}x segments=1", eight.expected);
+        eight.met = eight.met && eight.row.rps >= MIN_SPEEDUP * one;
+        Ok(rows)
+    }
+    .await;
+    lab.stop().await;
+    result
+}
