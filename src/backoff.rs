@@ -8,16 +8,23 @@ use rand::Rng;
 /// `deadline`. Jitter keeps waiters from retrying in lock-step against the
 /// same key or row.
 pub fn delay(attempt: u32, deadline: Instant) -> Duration {
-    delay_up_to(attempt, 16, deadline)
+    jittered(1u64 << attempt.min(4), deadline)
 }
 
-/// Like [`delay`], doubling from 1 ms up to `max_ms`. Locks whose every
-/// attempt costs a database statement back off further, so spinning
-/// waiters do not take the connections the holder needs.
-pub fn delay_up_to(attempt: u32, max_ms: u64, deadline: Instant) -> Duration {
-    let base = (1u64 << attempt.min(20)).min(max_ms.max(1));
-    let jittered = rand::rng().random_range(base * 500..=base * 1500);
-    Duration::from_micros(jittered).min(deadline.saturating_duration_since(Instant::now()))
+/// Backoff that grows with how long the buyer has already waited (a
+/// quarter of it, from 1 ms up to `max_ms`), ±50 %. Unlike an attempt
+/// count it survives the caller slicing the wait to re-check the stock, so
+/// a long-waiting crowd settles to a few attempts per second each instead
+/// of restarting at 1 ms every slice — which matters when every attempt is
+/// a database statement the holder competes with.
+pub fn delay_since(started: Instant, max_ms: u64, deadline: Instant) -> Duration {
+    let waited_ms = started.elapsed().as_millis() as u64;
+    jittered((waited_ms / 4).clamp(1, max_ms.max(1)), deadline)
+}
+
+fn jittered(base_ms: u64, deadline: Instant) -> Duration {
+    let micros = rand::rng().random_range(base_ms * 500..=base_ms * 1500);
+    Duration::from_micros(micros).min(deadline.saturating_duration_since(Instant::now()))
 }
 
 #[cfg(test)]
@@ -29,7 +36,9 @@ mod tests {
         let far = Instant::now() + Duration::from_secs(60);
         assert!(delay(0, far) <= Duration::from_micros(1500));
         assert!(delay(10, far) <= Duration::from_micros(24_000));
-        assert!(delay_up_to(10, 64, far) >= Duration::from_millis(32));
+        let long_ago = Instant::now() - Duration::from_secs(10);
+        assert!(delay_since(long_ago, 256, far) >= Duration::from_millis(128));
+        assert!(delay_since(Instant::now(), 256, far) <= Duration::from_micros(1500));
         assert_eq!(delay(3, Instant::now()), Duration::ZERO);
     }
 }

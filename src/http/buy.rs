@@ -40,6 +40,7 @@ pub async fn buy(
     query: Result<Query<BuyQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Json<Sold>, ApiError> {
+    let started = std::time::Instant::now();
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let id = parse_id(&raw_id)?;
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
@@ -70,6 +71,7 @@ pub async fn buy(
         served_by: app.inner.instance.clone(),
     };
     let ctx = BuyCtx {
+        started,
         redis,
         product: &product,
         order: &order,

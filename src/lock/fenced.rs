@@ -55,8 +55,7 @@ impl Lock for Fenced {
             let mut conn = ctx.redis.clone();
             let token = Uuid::new_v4().to_string();
             let key = keys::lock(ctx.product.id);
-            let lease = ctx.product.settings.lease_ms;
-            if !spin(&mut conn, &key, &token, lease, deadline).await? {
+            if !spin(ctx, &key, &token, deadline).await? {
                 return Ok(None);
             }
             // Monotonic across every holder and instance: Redis INCR.

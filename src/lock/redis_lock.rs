@@ -68,24 +68,25 @@ pub async fn try_set(
     Ok(set.is_some())
 }
 
-/// Retries [`try_set`] with jittered backoff until `deadline`.
+/// Retries [`try_set`] until `deadline`, backing off by how long the buy
+/// has waited (up to 16 ms).
 pub async fn spin(
-    conn: &mut MultiplexedConnection,
+    ctx: &BuyCtx<'_>,
     key: &str,
     token: &str,
-    lease_ms: u64,
     deadline: Instant,
 ) -> Result<bool, BackendError> {
-    for attempt in 0.. {
-        if try_set(conn, key, token, lease_ms).await? {
+    let mut conn = ctx.redis.clone();
+    let lease_ms = ctx.product.settings.lease_ms;
+    loop {
+        if try_set(&mut conn, key, token, lease_ms).await? {
             return Ok(true);
         }
         if Instant::now() >= deadline {
-            break;
+            return Ok(false);
         }
-        tokio::time::sleep(backoff::delay(attempt, deadline)).await;
+        tokio::time::sleep(backoff::delay_since(ctx.started, 16, deadline)).await;
     }
-    Ok(false)
 }
 
 /// Deletes `key` only if it still holds `token`.
@@ -107,8 +108,7 @@ impl Lock for RedisLock {
         async move {
             let token = Uuid::new_v4().to_string();
             let key = keys::lock(ctx.product.id);
-            let lease = ctx.product.settings.lease_ms;
-            let held = spin(&mut ctx.redis.clone(), &key, &token, lease, deadline).await?;
+            let held = spin(ctx, &key, &token, deadline).await?;
             Ok(held.then(|| Guard::with_token(token)))
         }
         .boxed()

@@ -109,6 +109,9 @@ pub struct BuyCtx<'a> {
     /// Multiplexed, so clones share it; taking it once matters because
     /// deadpool-redis pings a connection on every checkout.
     pub redis: redis::aio::MultiplexedConnection,
+    /// When the buy began: spinning locks back off by how long it has
+    /// waited.
+    pub started: std::time::Instant,
     /// The product being bought, as configured by its last reset.
     pub product: &'a Product,
     /// The order that is recorded if the buy succeeds.
