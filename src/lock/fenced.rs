@@ -16,9 +16,8 @@ use std::time::Instant;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use redis::AsyncCommands;
-use uuid::Uuid;
 
-use super::redis_lock::{release_key, spin};
+use super::redis_lock::RedisLock;
 use super::{Guard, Lock};
 use crate::error::BackendError;
 use crate::product::keys;
@@ -42,7 +41,7 @@ pub fn strategy() -> Arc<dyn Strategy> {
     )
 }
 
-/// Lease lock with fencing tokens.
+/// Lease lock with fencing tokens: [`RedisLock`] plus an `INCR`.
 pub struct Fenced;
 
 impl Lock for Fenced {
@@ -52,15 +51,11 @@ impl Lock for Fenced {
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Option<Guard>, BackendError>> {
         async move {
-            let mut conn = ctx.redis.clone();
-            let token = Uuid::new_v4().to_string();
-            let key = keys::lock(ctx.product.id);
-            if !spin(ctx, &key, &token, deadline).await? {
+            let Some(mut guard) = RedisLock.acquire(ctx, deadline).await? else {
                 return Ok(None);
-            }
+            };
             // Monotonic across every holder and instance: Redis INCR.
-            let fence: u64 = conn.incr(keys::fence(ctx.product.id), 1).await?;
-            let mut guard = Guard::with_token(token);
+            let fence: u64 = ctx.redis.clone().incr(keys::fence(ctx.product.id), 1).await?;
             guard.fence = Some(fence);
             Ok(Some(guard))
         }
@@ -72,14 +67,6 @@ impl Lock for Fenced {
         ctx: &'a BuyCtx<'a>,
         guard: Guard,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            release_key(
-                &mut ctx.redis.clone(),
-                &keys::lock(ctx.product.id),
-                &guard.token,
-            )
-            .await
-        }
-        .boxed()
+        RedisLock.release(ctx, guard)
     }
 }
