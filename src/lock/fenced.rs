@@ -55,7 +55,11 @@ impl Lock for Fenced {
                 return Ok(None);
             };
             // Monotonic across every holder and instance: Redis INCR.
-            let fence: u64 = ctx.redis.clone().incr(keys::fence(ctx.product.id), 1).await?;
+            let fence: u64 = ctx
+                .redis
+                .clone()
+                .incr(keys::fence(ctx.product.id), 1)
+                .await?;
             guard.fence = Some(fence);
             Ok(Some(guard))
         }
