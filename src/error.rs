@@ -59,6 +59,12 @@ pub enum ApiError {
     /// 409: the product has no stock left.
     #[error("sold out")]
     SoldOut,
+    /// 429: the client's (or everybody's) token bucket is empty.
+    #[error("rate limited; retry later")]
+    RateLimited {
+        /// Sent as `Retry-After`.
+        retry_after: Duration,
+    },
     /// 503: the lock was not acquired in time, retries ran out or the
     /// service is shedding load; the client may retry after the hint.
     #[error("{message}")]
@@ -88,6 +94,7 @@ impl ApiError {
             Self::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::SoldOut => (StatusCode::CONFLICT, "sold_out"),
+            Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             Self::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
             Self::Backend(_) => (StatusCode::INTERNAL_SERVER_ERROR, "backend"),
@@ -110,7 +117,7 @@ impl IntoResponse for ApiError {
             Json(json!({"error": {"code": code, "message": message}})),
         )
             .into_response();
-        if let Self::Busy { retry_after, .. } = &self {
+        if let Self::Busy { retry_after, .. } | Self::RateLimited { retry_after } = &self {
             let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
             response
                 .headers_mut()

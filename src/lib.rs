@@ -3,7 +3,8 @@
 //!
 //! Map of the crate:
 //! - [`serve`]: one instance (pools, migrations, order writer, HTTP server);
-//!   [`http`] its routes; [`error`] the status table in one place.
+//!   [`http`] its routes; [`edge`] its rate limits and overload
+//!   protection; [`error`] the status table in one place.
 //! - [`strategy`]: the ways to sell a unit, chosen per product from a
 //!   registry; [`lock`] the locks the locked strategies compose with the
 //!   shared critical section; [`store`] the Redis stock store.
@@ -17,6 +18,7 @@
 pub mod backoff;
 pub mod catalog;
 pub mod cli;
+pub mod edge;
 pub mod error;
 pub mod http;
 pub mod lab;

@@ -11,6 +11,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::edge::EdgeArgs;
 use crate::http::{AppState, router};
 use crate::lock::redlock::Master;
 use crate::orders::writer;
@@ -52,6 +53,9 @@ pub struct ServeArgs {
     /// so this is sized for the in-flight requests, not the cores.
     #[arg(long, env = "SECKILL_REDIS_POOL", default_value_t = 256)]
     pub redis_pool: usize,
+    /// Rate limits and overload protection.
+    #[command(flatten)]
+    pub edge: EdgeArgs,
     /// PostgreSQL connections per instance.
     #[arg(long, env = "SECKILL_PG_POOL", default_value_t = 64)]
     pub pg_pool: u32,
@@ -84,7 +88,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         writer_stopped,
     ));
 
-    let state = AppState::new(backends, instance.clone(), args.admin_token);
+    let state = AppState::new(backends, instance.clone(), args.admin_token, args.edge);
     tracing::info!(%instance, listen = %listener.local_addr()?, "serving");
     serve(listener, state, shutdown_signal()).await?;
     tracing::info!("http stopped; draining the order writer");
@@ -102,7 +106,8 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    axum::serve(listener, router(state))
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
         .context("http server")

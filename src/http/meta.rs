@@ -38,3 +38,14 @@ pub async fn readyz(State(app): State<AppState>) -> Result<Json<Value>, ApiError
         json!({"status": "ready", "instance": app.inner.instance}),
     ))
 }
+
+/// The effective limits and settings (no secrets: the admin token is not
+/// among them).
+pub async fn config(State(app): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "instance": app.inner.instance,
+        "edge": app.inner.edge,
+        "product_defaults": crate::product::Settings::default(),
+        "strategies": app.registry().ids(),
+    }))
+}

@@ -8,9 +8,18 @@ mod report;
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::routing::{get, post, put};
+use std::time::Duration;
 
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{MethodRouter, get, post, put};
+use tower::ServiceBuilder;
+use tower_governor::GovernorLayer;
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::key_extractor::GlobalKeyExtractor;
+
+use crate::edge::{self, ClientIp, EdgeArgs};
 use crate::error::ApiError;
 use crate::strategy::{Backends, Registry};
 
@@ -30,17 +39,21 @@ struct Inner {
     instance: String,
     /// The bearer token `PUT /admin/…` requires.
     admin_token: String,
+    /// Rate limits and overload settings, applied by [`router`] and shown
+    /// by `GET /config`.
+    edge: EdgeArgs,
 }
 
 impl AppState {
     /// State for one instance.
-    pub fn new(backends: Backends, instance: String, admin_token: String) -> Self {
+    pub fn new(backends: Backends, instance: String, admin_token: String, edge: EdgeArgs) -> Self {
         Self {
             inner: Arc::new(Inner {
                 backends,
                 registry: Registry::new(),
                 instance,
                 admin_token,
+                edge,
             }),
         }
     }
@@ -54,18 +67,69 @@ impl AppState {
     }
 }
 
+/// Largest reset body accepted, as at the gateway (`client_max_body_size`).
+const ADMIN_BODY_LIMIT: usize = 16 * 1024;
+
 /// Every route of the contract; unknown paths and methods answer with the
-/// contract's JSON error body like everything else.
+/// contract's JSON error body like everything else. The buy route sits
+/// behind the token buckets; every route behind load shedding and the
+/// request timeout. Serve it with `ConnectInfo<SocketAddr>` (the buckets
+/// key on the peer address).
 pub fn router(state: AppState) -> Router {
+    let edge = state.inner.edge.clone();
+    let overload = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(edge::overload))
+        .load_shed()
+        .concurrency_limit(edge.max_in_flight.max(1))
+        .timeout(Duration::from_millis(edge.request_timeout_ms));
     Router::new()
-        .route("/stock/{id}/buy", post(buy::buy))
+        .route("/stock/{id}/buy", rate_limited(post(buy::buy), &edge))
         .route("/stock/{id}", get(report::one))
         .route("/report", get(report::all))
-        .route("/admin/products/{id}", put(admin::reset))
+        .route(
+            "/admin/products/{id}",
+            put(admin::reset).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)),
+        )
         .route("/strategies", get(meta::strategies))
         .route("/healthz", get(meta::healthz))
         .route("/readyz", get(meta::readyz))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .route("/config", get(meta::config))
+        .layer(overload)
         .with_state(state)
+}
+
+/// The per-client bucket (and the global one, when configured) around the
+/// buy handler. Stale per-client entries are swept every minute so the
+/// limiter's memory follows the active clients, not every client ever.
+fn rate_limited(route: MethodRouter<AppState>, edge: &EdgeArgs) -> MethodRouter<AppState> {
+    let per_client = GovernorConfigBuilder::default()
+        .key_extractor(ClientIp::new(&edge.trusted_proxies))
+        .period(edge::refill_period(edge.rate_per_sec))
+        .burst_size(edge.rate_burst.max(1))
+        .finish()
+        .expect("a non-zero period and burst always make a config");
+    let limiter = per_client.limiter().clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            limiter.retain_recent();
+        }
+    });
+    let mut route = route.layer(GovernorLayer::new(per_client).error_handler(edge::governor_error));
+    if edge.global_rate_per_sec > 0 {
+        let global = GovernorConfigBuilder::default()
+            .key_extractor(GlobalKeyExtractor)
+            .period(edge::refill_period(edge.global_rate_per_sec))
+            .burst_size(
+                u32::try_from(edge.global_rate_per_sec)
+                    .unwrap_or(u32::MAX)
+                    .max(1),
+            )
+            .finish()
+            .expect("a non-zero period and burst always make a config");
+        route = route.layer(GovernorLayer::new(global).error_handler(edge::governor_error));
+    }
+    route
 }

@@ -6,7 +6,7 @@
 //! `seckill lab --json` subprocess), so what is tested is what users run.
 
 mod find;
-mod nginx;
+pub mod nginx;
 mod postgres;
 pub mod process;
 mod redis;
@@ -40,6 +40,10 @@ pub struct LabArgs {
     /// scripts and the test harness).
     #[arg(long)]
     pub json: bool,
+    /// nginx's limits. The instances' own limits come from the usual
+    /// `SECKILL_RATE_PER_SEC`… variables, which they inherit.
+    #[command(flatten)]
+    pub gateway: nginx::GatewayLimits,
 }
 
 /// Where everything is; printed by `seckill lab --json`.
@@ -127,7 +131,7 @@ impl Lab {
         };
         lab.start_backends().await?;
         lab.start_instances(args.instances).await?;
-        lab.start_gateway(args.gateway_port).await?;
+        lab.start_gateway(args.gateway_port, &args.gateway).await?;
         Ok(lab)
     }
 
@@ -204,7 +208,11 @@ impl Lab {
         Ok(())
     }
 
-    async fn start_gateway(&mut self, port: Option<u16>) -> anyhow::Result<()> {
+    async fn start_gateway(
+        &mut self,
+        port: Option<u16>,
+        limits: &nginx::GatewayLimits,
+    ) -> anyhow::Result<()> {
         let port = match port {
             Some(port) => port,
             None => free_port()?,
@@ -216,7 +224,7 @@ impl Lab {
             .iter()
             .map(|i| i.url.trim_start_matches("http://").parse())
             .collect::<Result<_, _>>()?;
-        let server = nginx::start(&self.info.dir.join("nginx"), listen, &upstreams)?;
+        let server = nginx::start(&self.info.dir.join("nginx"), listen, &upstreams, limits)?;
         self.info.gateway_url = format!("http://{listen}");
         let url = format!("{}/healthz", self.info.gateway_url);
         self.wait(server, move || {

@@ -86,6 +86,7 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
                 gateway_port: None,
                 admin_token: args.admin_token.clone(),
                 json: false,
+                gateway: Default::default(),
             };
             Some(Lab::start(&lab_args).await?)
         }

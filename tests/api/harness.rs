@@ -28,8 +28,16 @@ pub struct TestLab {
 impl TestLab {
     /// Starts a lab with `instances` instances and waits until it is ready.
     pub fn start(instances: usize) -> Self {
+        Self::start_with(instances, &[], &[])
+    }
+
+    /// A lab with extra `seckill lab` flags and environment (which the
+    /// instances inherit), e.g. tight rate limits.
+    pub fn start_with(instances: usize, flags: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_seckill"))
             .args(["lab", "--json", "--instances", &instances.to_string()])
+            .args(flags)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -4,7 +4,9 @@
 //! Tests isolate their data by product id.
 
 mod contract;
+mod edge;
 mod harness;
+mod hostile;
 mod locks;
 mod races;
 mod shutdown;

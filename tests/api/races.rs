@@ -185,10 +185,13 @@ async fn setnx_naive_oversells_when_work_outlives_the_ttl() {
 async fn redissons_watchdog_keeps_a_long_holder_safe() {
     let lab = shared();
     // Work three times the lease: the watchdog renews it every lease/3.
-    let settings = json!({"work_ms": 300, "lease_ms": 100});
-    let row = race_on(&lab.gateway(), 131, "redisson", 3, 20, 20, settings).await;
+    // The lease is long enough that a busy CI machine delaying a renewal
+    // by half a second (a pause, which redisson cannot survive) does not
+    // turn this test into the frozen-holder scenario.
+    let settings = json!({"work_ms": 2400, "lease_ms": 800});
+    let row = race_on(&lab.gateway(), 131, "redisson", 2, 10, 10, settings).await;
     assert_eq!(row.oversold, 0, "{row:?}");
-    assert_eq!(row.sold, 3, "{row:?}");
+    assert_eq!(row.sold, 2, "{row:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

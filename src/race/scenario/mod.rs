@@ -116,6 +116,7 @@ impl Ctx {
             gateway_port: None,
             admin_token: None,
             json: false,
+            gateway: Default::default(),
         })
         .await
     }

@@ -1,0 +1,151 @@
+//! The edge: nginx's leaky bucket and the service's token buckets answer
+//! 429 in the contract's shape, counted apart from sales; a client cannot
+//! pick its own identity; `/config` shows the limits and no secret.
+
+use std::net::IpAddr;
+
+use futures::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::harness::{TestLab, http};
+
+/// Status, code and `Retry-After` of one buy.
+async fn buy(
+    client: &reqwest::Client,
+    base: &str,
+    product: i64,
+    user: &str,
+    real_ip: Option<&str>,
+) -> (StatusCode, String, Option<String>) {
+    let mut request = client.post(format!("{base}/stock/{product}/buy?user={user}"));
+    if let Some(ip) = real_ip {
+        request = request
+            .header("X-Real-IP", ip)
+            .header("X-Forwarded-For", ip);
+    }
+    let response = request.send().await.expect("buy");
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let code = body["error"]["code"].as_str().unwrap_or("").to_owned();
+    (status, code, retry_after)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_turns_a_flood_away_with_json_429s_and_sells_nothing_extra() {
+    let lab = TestLab::start_with(1, &["--gateway-rate", "1", "--gateway-burst", "5"], &[]);
+    lab.gateway()
+        .reset(601, &json!({"stock": 100, "strategy": "redis-lua"}))
+        .await
+        .expect("reset");
+    let client = http();
+    let base = lab.info.gateway_url.clone();
+    let results = join_all((0..30).map(|i| {
+        let (client, base) = (client.clone(), base.clone());
+        async move { buy(&client, &base, 601, &format!("flood-{i}"), None).await }
+    }))
+    .await;
+    let ok = results.iter().filter(|r| r.0 == StatusCode::OK).count() as i64;
+    let limited: Vec<_> = results
+        .iter()
+        .filter(|r| r.0 == StatusCode::TOO_MANY_REQUESTS)
+        .collect();
+    assert!(!limited.is_empty(), "{results:?}");
+    assert_eq!(
+        ok + limited.len() as i64,
+        30,
+        "only sales and 429s: {results:?}"
+    );
+    for (_, code, retry_after) in &limited {
+        assert_eq!(code, "rate_limited");
+        assert_eq!(retry_after.as_deref(), Some("1"));
+    }
+    // Read behind the gateway: its bucket is empty by now.
+    let ledger = lab.instance(0).ledger(601).await.expect("ledger");
+    assert_eq!(ledger.sold, ok, "every 200 is an order, no 429 is");
+    assert_eq!(ledger.remaining, 100 - ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_limits_each_client_and_trusts_only_its_proxy() {
+    let lab = TestLab::start_with(
+        1,
+        &[],
+        &[("SECKILL_RATE_PER_SEC", "1"), ("SECKILL_RATE_BURST", "2")],
+    );
+    let direct = lab.info.instances[0].url.clone();
+    lab.instance(0)
+        .reset(602, &json!({"stock": 100, "strategy": "redis-lua"}))
+        .await
+        .expect("reset");
+
+    // A stranger (127.0.0.2 is not a trusted proxy) cannot escape its bucket
+    // by inventing a new X-Real-IP for every request.
+    let stranger: IpAddr = "127.0.0.2".parse().unwrap();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .local_address(stranger)
+        .build()
+        .expect("client");
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let ip = format!("203.0.113.{i}");
+        let (status, code, retry_after) =
+            buy(&client, &direct, 602, &format!("s{i}"), Some(&ip)).await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(code, "rate_limited");
+            assert!(retry_after.is_some());
+        }
+        statuses.push(status);
+    }
+    let limited = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert!(limited >= 3, "burst 2, then 1/s: {statuses:?}");
+
+    // The trusted proxy (127.0.0.1, like nginx) speaks for many clients.
+    let proxy = http();
+    for i in 0..6 {
+        let ip = format!("198.51.100.{i}");
+        let (status, _, _) = buy(&proxy, &direct, 602, &format!("p{i}"), Some(&ip)).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "each forwarded client has its own bucket"
+        );
+    }
+    let sold = lab.instance(0).ledger(602).await.expect("ledger").sold;
+    let stranger_ok = statuses.iter().filter(|s| **s == StatusCode::OK).count() as i64;
+    assert_eq!(sold, stranger_ok + 6, "429s sold nothing");
+}
+
+#[tokio::test]
+async fn config_shows_the_limits_and_no_secret() {
+    let lab = crate::harness::shared();
+    let text = http()
+        .get(format!("{}/config", lab.info.gateway_url))
+        .send()
+        .await
+        .expect("config")
+        .text()
+        .await
+        .expect("body");
+    let config: Value = serde_json::from_str(&text).expect("json");
+    assert!(
+        config["edge"]["rate_per_sec"].as_u64().is_some(),
+        "{config}"
+    );
+    assert!(
+        config["edge"]["max_in_flight"].as_u64().is_some(),
+        "{config}"
+    );
+    assert!(
+        !text.contains(&lab.info.admin_token),
+        "the admin token must not leak"
+    );
+}
