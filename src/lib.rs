@@ -14,6 +14,8 @@
 //!   orders into PostgreSQL; [`ledger`] counts them honestly.
 //! - [`lab`]: the whole topology natively, for users and tests alike;
 //!   [`race`] the load driver and the comparison.
+//! - [`soldout`]: the local sold-out flag, cleared on every instance by a
+//!   reset.
 
 pub mod backoff;
 pub mod catalog;
@@ -28,5 +30,6 @@ pub mod orders;
 pub mod product;
 pub mod race;
 pub mod serve;
+pub mod soldout;
 pub mod store;
 pub mod strategy;

@@ -15,6 +15,7 @@ use crate::edge::EdgeArgs;
 use crate::http::{AppState, router};
 use crate::lock::redlock::Master;
 use crate::orders::writer;
+use crate::soldout::{self, SoldOutFlags};
 use crate::strategy::Backends;
 
 /// Configuration of one instance; every flag has an environment fallback.
@@ -88,7 +89,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         writer_stopped,
     ));
 
-    let state = AppState::new(backends, instance.clone(), args.admin_token, args.edge);
+    let sold_out = Arc::new(SoldOutFlags::default());
+    tokio::spawn(soldout::listen(
+        backends.redis_client.clone(),
+        sold_out.clone(),
+    ));
+    let state = AppState::new(
+        backends,
+        instance.clone(),
+        args.admin_token,
+        args.edge,
+        sold_out,
+    );
     tracing::info!(%instance, listen = %listener.local_addr()?, "serving");
     serve(listener, state, shutdown_signal()).await?;
     tracing::info!("http stopped; draining the order writer");

@@ -8,8 +8,9 @@ use subtle::ConstantTimeEq;
 
 use super::AppState;
 use crate::catalog::{self, ResetRequest};
-use crate::error::ApiError;
+use crate::error::{ApiError, BackendError};
 use crate::product::{Product, parse_id};
+use crate::soldout;
 
 /// Resets the product to the body's stock, strategy and settings.
 pub async fn reset(
@@ -24,6 +25,16 @@ pub async fn reset(
     let Json(request) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     request.validate(app.registry())?;
     let product = catalog::reset(app.backends(), app.registry(), id, &request).await?;
+    // Every instance forgets the product's sold-out flag before the reset
+    // answers, so nobody refuses the new stock.
+    app.inner.sold_out.clear(id);
+    let mut conn = app
+        .backends()
+        .redis
+        .get()
+        .await
+        .map_err(BackendError::from)?;
+    soldout::broadcast_reset(&mut conn, id).await?;
     tracing::info!(product = id, strategy = %product.strategy, stock = product.initial, epoch = product.epoch, "product reset");
     Ok(Json(product))
 }

@@ -45,6 +45,11 @@ pub async fn buy(
     let id = parse_id(&raw_id)?;
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let user = buyer(&headers, query.user)?;
+    // After the sale is over, this is nearly every request: answered from
+    // memory, no backend touched.
+    if app.inner.sold_out.is_sold_out(id) {
+        return Err(ApiError::SoldOut);
+    }
     // One pool checkout per buy; every command below shares it.
     let pooled = app
         .backends()
@@ -84,7 +89,10 @@ pub async fn buy(
             strategy: order.strategy,
             served_by: order.served_by,
         })),
-        Outcome::SoldOut => Err(ApiError::SoldOut),
+        Outcome::SoldOut => {
+            app.inner.sold_out.mark(id);
+            Err(ApiError::SoldOut)
+        }
         Outcome::Busy {
             reason,
             retry_after,

@@ -21,6 +21,7 @@ use tower_governor::key_extractor::GlobalKeyExtractor;
 
 use crate::edge::{self, ClientIp, EdgeArgs};
 use crate::error::ApiError;
+use crate::soldout::SoldOutFlags;
 use crate::strategy::{Backends, Registry};
 
 /// State shared by every handler of one instance.
@@ -42,11 +43,19 @@ struct Inner {
     /// Rate limits and overload settings, applied by [`router`] and shown
     /// by `GET /config`.
     edge: EdgeArgs,
+    /// Products this instance has seen sell out.
+    sold_out: Arc<SoldOutFlags>,
 }
 
 impl AppState {
     /// State for one instance.
-    pub fn new(backends: Backends, instance: String, admin_token: String, edge: EdgeArgs) -> Self {
+    pub fn new(
+        backends: Backends,
+        instance: String,
+        admin_token: String,
+        edge: EdgeArgs,
+        sold_out: Arc<SoldOutFlags>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 backends,
@@ -54,6 +63,7 @@ impl AppState {
                 instance,
                 admin_token,
                 edge,
+                sold_out,
             }),
         }
     }

@@ -10,4 +10,5 @@ mod hostile;
 mod locks;
 mod races;
 mod shutdown;
+mod soldout;
 mod writer;

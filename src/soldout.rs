@@ -1,0 +1,157 @@
+//! The local sold-out flag: once an instance has seen a product sell out it
+//! answers 409 `sold_out` from memory, without touching Redis or
+//! PostgreSQL — after a flash sale ends, almost all traffic is exactly
+//! that.
+//!
+//! A reset must clear the flag on every instance *before* anyone can buy
+//! the new stock, or a restocked product would still be refused. The reset
+//! publishes `id:token` on [`RESETS`]; every instance clears its flag and
+//! acknowledges on `seckill:reset-ack:{token}`; the reset waits for as many
+//! acknowledgements as Redis counted receivers. A flag also expires by
+//! itself after [`FLAG_TTL`], so a message lost to a broken subscription
+//! costs at most that long.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use uuid::Uuid;
+
+use crate::error::BackendError;
+
+/// The channel resets are announced on.
+pub const RESETS: &str = "seckill:resets";
+/// How long a flag is believed without a fresh sold-out answer.
+pub const FLAG_TTL: Duration = Duration::from_secs(5);
+/// How long a reset waits for the instances' acknowledgements.
+const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Products this instance knows to be sold out, with when it learned it.
+#[derive(Default)]
+pub struct SoldOutFlags {
+    /// A std mutex: held for one map operation, never across an await.
+    flags: Mutex<HashMap<i64, Instant>>,
+}
+
+impl SoldOutFlags {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Instant>> {
+        self.flags.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the product is known sold out (and the knowledge is fresh).
+    pub fn is_sold_out(&self, id: i64) -> bool {
+        self.map()
+            .get(&id)
+            .is_some_and(|since| since.elapsed() < FLAG_TTL)
+    }
+
+    /// Remembers that the product sold out.
+    pub fn mark(&self, id: i64) {
+        self.map().insert(id, Instant::now());
+    }
+
+    /// Forgets the product's flag (it was reset).
+    pub fn clear(&self, id: i64) {
+        self.map().remove(&id);
+    }
+
+    /// Forgets every flag (the subscription was lost: resets may have been
+    /// missed).
+    pub fn clear_all(&self) {
+        self.map().clear();
+    }
+}
+
+/// Listens for resets until the process ends, clearing flags and
+/// acknowledging; reconnects after a lost subscription.
+pub async fn listen(client: redis::Client, flags: Arc<SoldOutFlags>) {
+    loop {
+        if let Err(error) = listen_once(&client, &flags).await {
+            tracing::warn!(%error, "reset listener lost its subscription; reconnecting");
+        }
+        flags.clear_all();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn listen_once(client: &redis::Client, flags: &SoldOutFlags) -> Result<(), BackendError> {
+    let mut acks = client.get_multiplexed_async_connection().await?;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe(RESETS).await?;
+    // Anything flagged before this subscription may have missed a reset.
+    flags.clear_all();
+    let mut messages = pubsub.on_message();
+    while let Some(message) = messages.next().await {
+        let Ok(payload) = message.get_payload::<String>() else {
+            continue;
+        };
+        let Some((id, token)) = payload.split_once(':') else {
+            continue;
+        };
+        if let Ok(id) = id.parse::<i64>() {
+            flags.clear(id);
+        }
+        let key = ack_key(token);
+        redis::pipe()
+            .rpush(&key, 1)
+            .ignore()
+            .expire(&key, 10)
+            .ignore()
+            .query_async::<()>(&mut acks)
+            .await?;
+    }
+    Ok(())
+}
+
+fn ack_key(token: &str) -> String {
+    format!("seckill:reset-ack:{token}")
+}
+
+/// Tells every instance that `id` was reset and waits until each one that
+/// received the message has cleared its flag. Returns how many did.
+pub async fn broadcast_reset(
+    conn: &mut MultiplexedConnection,
+    id: i64,
+) -> Result<usize, BackendError> {
+    let token = Uuid::new_v4().simple().to_string();
+    let receivers: usize = conn.publish(RESETS, format!("{id}:{token}")).await?;
+    let key = ack_key(&token);
+    let started = Instant::now();
+    let mut acked = 0;
+    while acked < receivers && started.elapsed() < ACK_TIMEOUT {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        acked = conn.llen(&key).await?;
+    }
+    let _: i64 = conn.del(&key).await?;
+    if acked < receivers {
+        tracing::warn!(
+            product = id,
+            receivers,
+            acked,
+            "not every instance acknowledged the reset"
+        );
+    }
+    Ok(acked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_mark_clear_and_forget() {
+        let flags = SoldOutFlags::default();
+        assert!(!flags.is_sold_out(1));
+        flags.mark(1);
+        flags.mark(2);
+        assert!(flags.is_sold_out(1));
+        flags.clear(1);
+        assert!(!flags.is_sold_out(1));
+        assert!(flags.is_sold_out(2));
+        flags.clear_all();
+        assert!(!flags.is_sold_out(2));
+    }
+}
