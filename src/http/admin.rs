@@ -8,7 +8,7 @@ use subtle::ConstantTimeEq;
 
 use super::AppState;
 use crate::catalog::{self, ResetRequest};
-use crate::error::{ApiError, BackendError};
+use crate::error::ApiError;
 use crate::product::{Product, parse_id};
 use crate::soldout;
 
@@ -28,13 +28,7 @@ pub async fn reset(
     // Every instance forgets the product's sold-out flag before the reset
     // answers, so nobody refuses the new stock.
     app.inner.sold_out.clear(id);
-    let mut conn = app
-        .backends()
-        .redis
-        .get()
-        .await
-        .map_err(BackendError::from)?;
-    soldout::broadcast_reset(&mut conn, id).await?;
+    soldout::broadcast_reset(&mut *app.redis().await?, id).await?;
     tracing::info!(product = id, strategy = %product.strategy, stock = product.initial, epoch = product.epoch, "product reset");
     Ok(Json(product))
 }

@@ -51,12 +51,7 @@ pub async fn buy(
         return Err(ApiError::SoldOut);
     }
     // One pool checkout per buy; every command below shares it.
-    let pooled = app
-        .backends()
-        .redis
-        .get()
-        .await
-        .map_err(BackendError::from)?;
+    let pooled = app.redis().await?;
     let redis = (*pooled).clone();
     let product = catalog::load(app.backends(), &mut redis.clone(), id)
         .await?

@@ -20,7 +20,7 @@ use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::GlobalKeyExtractor;
 
 use crate::edge::{self, ClientIp, EdgeArgs};
-use crate::error::ApiError;
+use crate::error::{ApiError, BackendError};
 use crate::soldout::SoldOutFlags;
 use crate::strategy::{Backends, Registry};
 
@@ -74,6 +74,18 @@ impl AppState {
 
     fn registry(&self) -> &Registry {
         &self.inner.registry
+    }
+
+    /// One pooled Redis connection for the whole request: deadpool pings a
+    /// connection on every checkout, so a handler takes one and shares it.
+    async fn redis(&self) -> Result<deadpool_redis::Connection, ApiError> {
+        Ok(self
+            .inner
+            .backends
+            .redis
+            .get()
+            .await
+            .map_err(BackendError::from)?)
     }
 }
 

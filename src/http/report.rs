@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::AppState;
 use crate::catalog;
-use crate::error::{ApiError, BackendError};
+use crate::error::ApiError;
 use crate::ledger::{self, Ledger};
 use crate::product::parse_id;
 
@@ -20,13 +20,7 @@ pub async fn one(
 ) -> Result<Json<Ledger>, ApiError> {
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let id = parse_id(&raw_id)?;
-    let mut conn = app
-        .backends()
-        .redis
-        .get()
-        .await
-        .map_err(BackendError::from)?;
-    let product = catalog::load(app.backends(), &mut conn, id)
+    let product = catalog::load(app.backends(), &mut *app.redis().await?, id)
         .await?
         .ok_or(ApiError::UnknownProduct(id))?;
     let mut ledgers = ledger::compute(app.backends(), app.registry(), &[product]).await?;
