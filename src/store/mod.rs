@@ -15,7 +15,6 @@
 pub mod pg_store;
 pub mod redis_store;
 
-use ::redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
 use crate::error::BackendError;
@@ -74,13 +73,4 @@ pub async fn write(
         }
         StoreKind::Postgres => pg_store::write(ctx, new_stock, fence).await,
     }
-}
-
-/// The Redis counter of a product, for the fast sold-out check and the
-/// ledger.
-pub async fn redis_stock(
-    conn: &mut MultiplexedConnection,
-    product_id: i64,
-) -> Result<i64, BackendError> {
-    redis_store::read_key(conn, &crate::product::keys::stock(product_id)).await
 }
