@@ -134,6 +134,10 @@ pub async fn reset(
         .bind(id)
         .execute(&mut *tx)
         .await?;
+    sqlx::query("DELETE FROM buyer_counts WHERE product_id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query("DELETE FROM locks WHERE name = $1")
         .bind(lock::db_lock_table::lock_name(id))
         .execute(&mut *tx)
@@ -155,6 +159,7 @@ pub async fn reset(
     pipe.del(keys::lock(id)).ignore();
     pipe.del(keys::fence(id)).ignore();
     pipe.del(keys::fence_seen(id)).ignore();
+    pipe.del(keys::buyers(id)).ignore();
     for k in 0..MAX_SEGMENTS {
         pipe.del(keys::segment(id, k)).ignore();
         pipe.del(keys::segment_lock(id, k)).ignore();

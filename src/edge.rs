@@ -53,6 +53,15 @@ pub struct EdgeArgs {
     /// the largest `acquire_timeout_ms` + `work_ms` a reset accepts.
     #[arg(long, env = "SECKILL_REQUEST_TIMEOUT_MS", default_value_t = 130_000)]
     pub request_timeout_ms: u64,
+    /// How long an `Idempotency-Key` keeps its sale's answer for retries
+    /// (and how long a crashed request's claim blocks its key).
+    #[arg(long, env = "SECKILL_IDEMPOTENCY_TTL_SECS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idempotency_ttl_secs: u64,
+    /// Whether the service's own edge layers (token buckets, load shedding,
+    /// request timeout) run at all; `false` only to measure what they cost.
+    #[arg(long, env = "SECKILL_EDGE_LAYERS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub layers: bool,
 }
 
 /// An address or a network in CIDR notation.

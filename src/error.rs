@@ -8,6 +8,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+/// The header naming the layer that answered 429.
+pub const LIMITED_BY: &str = "x-limited-by";
+
 /// A failure of a backend (Redis, PostgreSQL) while serving a request.
 ///
 /// Strategies return this for infrastructure trouble only; "sold out" and
@@ -29,6 +32,9 @@ pub enum BackendError {
     /// The strategy needs a backend this instance was not configured with.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The task running a sale died (a panic): reported, never retried.
+    #[error("sale task: {0}")]
+    Task(String),
     /// Stored data did not have the shape this code wrote (a bug or a
     /// hand-edited key), reported instead of guessed around.
     #[error("corrupt data: {0}")]
@@ -59,6 +65,9 @@ pub enum ApiError {
     /// 409: the product has no stock left.
     #[error("sold out")]
     SoldOut,
+    /// 409: the buyer already holds the product's `per_user_limit` units.
+    #[error("this buyer has reached the product's per-user limit")]
+    LimitReached,
     /// 429: the client's (or everybody's) token bucket is empty.
     #[error("rate limited; retry later")]
     RateLimited {
@@ -94,6 +103,7 @@ impl ApiError {
             Self::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::SoldOut => (StatusCode::CONFLICT, "sold_out"),
+            Self::LimitReached => (StatusCode::CONFLICT, "limit_reached"),
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             Self::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
@@ -122,6 +132,13 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Self::RateLimited { .. } = &self {
+            // The gateway's 429 says "gateway": clients and load reports
+            // can tell which layer turned them away.
+            response
+                .headers_mut()
+                .insert(LIMITED_BY, HeaderValue::from_static("service"));
         }
         response
     }

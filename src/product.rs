@@ -16,6 +16,8 @@ pub const MAX_MS: u64 = 60_000;
 pub const MAX_RETRIES: u32 = 10_000;
 /// Upper bound of `segments`.
 pub const MAX_SEGMENTS: u32 = 64;
+/// Upper bound of `per_user_limit`.
+pub const MAX_PER_USER: u32 = 1_000_000;
 
 /// A product id from a URL path: 1 ..= i64::MAX (PostgreSQL's BIGINT).
 ///
@@ -65,6 +67,9 @@ pub struct Settings {
     /// `setnx-naive` only: a pause between its SETNX and its EXPIRE, which
     /// widens the window where a crash leaves a lock that never expires.
     pub crash_gap_ms: u64,
+    /// Units one buyer may hold of the product; 0 = unlimited. Enforced in
+    /// the same atomic step as the decrement (see [`crate::limit`]).
+    pub per_user_limit: u32,
 }
 
 /// RedLock's agreement rule.
@@ -89,6 +94,7 @@ impl Default for Settings {
             segments: 8,
             quorum: Quorum::Majority,
             crash_gap_ms: 0,
+            per_user_limit: 0,
         }
     }
 }
@@ -121,7 +127,13 @@ impl Settings {
             1,
             u64::from(MAX_SEGMENTS),
         )?;
-        check("crash_gap_ms", self.crash_gap_ms, 0, MAX_MS)
+        check("crash_gap_ms", self.crash_gap_ms, 0, MAX_MS)?;
+        check(
+            "per_user_limit",
+            u64::from(self.per_user_limit),
+            0,
+            u64::from(MAX_PER_USER),
+        )
     }
 }
 
@@ -180,6 +192,20 @@ pub mod keys {
     /// Lock of segment `k` of `segmented`.
     pub fn segment_lock(id: i64, k: u32) -> String {
         format!("seckill:{{{id}}}:seg:{k}:lock")
+    }
+    /// Units held per buyer (a hash: buyer -> count), for `per_user_limit`.
+    pub fn buyers(id: i64) -> String {
+        format!("seckill:{{{id}}}:buyers")
+    }
+    /// A buyer's `Idempotency-Key` for one reset of the product: pending,
+    /// or the answer of the sale it made.
+    pub fn idempotency(id: i64, epoch: i64, buyer: &str, key: &str) -> String {
+        // The buyer's length keeps `a:b` + `c` apart from `a` + `b:c`:
+        // one buyer must never replay another's order.
+        format!(
+            "seckill:{{{id}}}:idem:{epoch}:{}:{buyer}:{key}",
+            buyer.len()
+        )
     }
     /// The stream of orders sold by Redis strategies, drained into
     /// PostgreSQL by every instance's order writer.

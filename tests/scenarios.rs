@@ -141,3 +141,16 @@ fn segments_scale_a_hot_lock() {
     assert_eq!(rows.len(), 5);
     assert!(rows.iter().all(|r| r.row.oversold == 0));
 }
+
+#[test]
+fn the_edge_counts_both_layers_429s_apart_from_sales() {
+    let rows = scenario("rate-limit");
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        let errors = &r.row.errors;
+        assert!(errors["rate_limited:gateway"] > 0, "{r:?}");
+        assert!(errors["rate_limited:service"] > 0, "{r:?}");
+        assert!(r.row.sold > 0, "{r:?}");
+        assert_eq!(r.row.oversold, 0, "{r:?}");
+    }
+}

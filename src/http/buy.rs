@@ -1,17 +1,21 @@
 //! `POST /stock/{id}/buy`.
 
+use std::time::{Duration, Instant};
+
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
-use serde::{Deserialize, Serialize};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use uuid::Uuid;
 
 use super::AppState;
 use crate::catalog;
 use crate::error::{ApiError, BackendError};
+use crate::idempotency::{self, Claim, Claimed, Sold};
 use crate::orders::Order;
-use crate::product::{parse_id, truncate};
+use crate::product::{Product, parse_id, truncate};
 use crate::strategy::{BuyCtx, Outcome};
 
 /// Longest buyer id accepted.
@@ -23,15 +27,6 @@ pub struct BuyQuery {
     user: Option<String>,
 }
 
-/// The 200 body of a sale.
-#[derive(Debug, Serialize)]
-pub struct Sold {
-    order_id: Uuid,
-    product_id: i64,
-    strategy: String,
-    served_by: String,
-}
-
 /// Sells one unit to the buyer, under the product's strategy. The body is
 /// ignored (JMeter posts an empty form body).
 pub async fn buy(
@@ -39,29 +34,35 @@ pub async fn buy(
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<BuyQuery>, QueryRejection>,
     headers: HeaderMap,
-) -> Result<Json<Sold>, ApiError> {
-    let started = std::time::Instant::now();
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let id = parse_id(&raw_id)?;
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let user = buyer(&headers, query.user)?;
+    let key = idempotency::parse(&headers)?;
     // After the sale is over, this is nearly every request: answered from
-    // memory, no backend touched.
-    if app.inner.sold_out.is_sold_out(id) {
+    // memory, no backend touched. A retry with a key may be asking for an
+    // order it already has, so it goes on to look.
+    if key.is_none() && app.inner.sold_out.is_sold_out(id) {
         return Err(ApiError::SoldOut);
     }
     // One pool checkout per buy; every command below shares it.
     let pooled = app.redis().await?;
-    let redis = (*pooled).clone();
-    let product = catalog::load(app.backends(), &mut redis.clone(), id)
+    let mut redis = (*pooled).clone();
+    let product = catalog::load(app.backends(), &mut redis, id)
         .await?
         .ok_or(ApiError::UnknownProduct(id))?;
-    let strategy = app.registry().get(&product.strategy).ok_or_else(|| {
-        BackendError::Corrupt(format!(
-            "product {id} has unknown strategy {}",
-            product.strategy
-        ))
-    })?;
+    let claim = match key {
+        None => None,
+        Some(key) => {
+            let ttl = Duration::from_secs(app.inner.edge.idempotency_ttl_secs);
+            match idempotency::claim(&mut redis, &product, &user, &key, ttl).await? {
+                Claimed::Owner(claim) => Some(claim),
+                Claimed::Replay(sold) => return Ok(replayed(sold)),
+            }
+        }
+    };
     let order = Order {
         order_id: Uuid::now_v7(),
         product_id: id,
@@ -70,32 +71,90 @@ pub async fn buy(
         strategy: product.strategy.clone(),
         served_by: app.inner.instance.clone(),
     };
+    // The sale runs in its own task: a client that hangs up (or the
+    // request timeout) must not cut a sale off between the stock write
+    // and the idempotency answer, or a lock between acquire and release.
+    let sale = tokio::spawn(sell(app.clone(), redis, product, order, claim, started));
+    let sold = sale
+        .await
+        .map_err(|e| BackendError::Task(e.to_string()))??;
+    Ok(Json(sold).into_response())
+}
+
+/// Runs the product's strategy and settles the idempotency claim: the
+/// answer recorded after a sale, the claim withdrawn otherwise. A sell-out
+/// seen here sets the instance's sold-out flag.
+async fn sell(
+    app: AppState,
+    mut redis: redis::aio::MultiplexedConnection,
+    product: Product,
+    order: Order,
+    claim: Option<Claim>,
+    started: Instant,
+) -> Result<Sold, ApiError> {
+    let strategy = app.registry().get(&product.strategy).ok_or_else(|| {
+        BackendError::Corrupt(format!(
+            "product {} has unknown strategy {}",
+            product.id, product.strategy
+        ))
+    });
     let ctx = BuyCtx {
         started,
-        redis,
+        redis: redis.clone(),
         product: &product,
         order: &order,
         backends: app.backends(),
     };
-    match strategy.buy(&ctx).await? {
-        Outcome::Sold => Ok(Json(Sold {
-            order_id: order.order_id,
-            product_id: id,
-            strategy: order.strategy,
-            served_by: order.served_by,
-        })),
-        Outcome::SoldOut => {
-            app.inner.sold_out.mark(id);
-            Err(ApiError::SoldOut)
+    let outcome = match strategy {
+        Ok(strategy) => strategy.buy(&ctx).await,
+        Err(e) => Err(e),
+    };
+    let refusal = match outcome {
+        Ok(Outcome::Sold) => {
+            let sold = Sold {
+                order_id: order.order_id,
+                product_id: product.id,
+                strategy: order.strategy,
+                served_by: order.served_by,
+            };
+            if let Some(claim) = &claim {
+                // The order stands either way; without the answer the key
+                // stays pending (retries are told `busy`, never sold twice).
+                if let Err(error) = claim.record(&mut redis, &sold).await {
+                    tracing::error!(%error, product = product.id, "idempotency answer not recorded");
+                }
+            }
+            return Ok(sold);
         }
-        Outcome::Busy {
+        Ok(Outcome::SoldOut) => {
+            app.inner.sold_out.mark(product.id);
+            ApiError::SoldOut
+        }
+        Ok(Outcome::LimitReached) => ApiError::LimitReached,
+        Ok(Outcome::Busy {
             reason,
             retry_after,
-        } => Err(ApiError::Busy {
+        }) => ApiError::Busy {
             message: reason.to_owned(),
             retry_after,
-        }),
+        },
+        Err(error) => ApiError::Backend(error),
+    };
+    if let Some(claim) = &claim
+        && let Err(error) = claim.withdraw(&mut redis).await
+    {
+        tracing::warn!(%error, product = product.id, "idempotency claim not withdrawn");
     }
+    Err(refusal)
+}
+
+/// A replayed sale: the original answer, marked as such.
+fn replayed(sold: Sold) -> Response {
+    let mut response = Json(sold).into_response();
+    response
+        .headers_mut()
+        .insert(idempotency::REPLAYED, HeaderValue::from_static("true"));
+    response
 }
 
 /// The buyer id from `X-User-Id` (preferred) or `?user=`: 1 to 64

@@ -95,17 +95,18 @@ const ADMIN_BODY_LIMIT: usize = 16 * 1024;
 /// Every route of the contract; unknown paths and methods answer with the
 /// contract's JSON error body like everything else. The buy route sits
 /// behind the token buckets; every route behind load shedding and the
-/// request timeout. Serve it with `ConnectInfo<SocketAddr>` (the buckets
-/// key on the peer address).
+/// request timeout (unless the edge layers are switched off, to measure
+/// them). Serve it with `ConnectInfo<SocketAddr>` (the buckets key on the
+/// peer address).
 pub fn router(state: AppState) -> Router {
     let edge = state.inner.edge.clone();
-    let overload = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(edge::overload))
-        .load_shed()
-        .concurrency_limit(edge.max_in_flight.max(1))
-        .timeout(Duration::from_millis(edge.request_timeout_ms));
-    Router::new()
-        .route("/stock/{id}/buy", rate_limited(post(buy::buy), &edge))
+    let buy = if edge.layers {
+        rate_limited(post(buy::buy), &edge)
+    } else {
+        post(buy::buy)
+    };
+    let routes = Router::new()
+        .route("/stock/{id}/buy", buy)
         .route("/stock/{id}", get(report::one))
         .route("/report", get(report::all))
         .route(
@@ -117,9 +118,16 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(meta::readyz))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .route("/config", get(meta::config))
-        .layer(overload)
-        .with_state(state)
+        .route("/config", get(meta::config));
+    if !edge.layers {
+        return routes.with_state(state);
+    }
+    let overload = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(edge::overload))
+        .load_shed()
+        .concurrency_limit(edge.max_in_flight.max(1))
+        .timeout(Duration::from_millis(edge.request_timeout_ms));
+    routes.layer(overload).with_state(state)
 }
 
 /// The per-client bucket (and the global one, when configured) around the

@@ -44,6 +44,10 @@ pub struct LabArgs {
     /// `SECKILL_RATE_PER_SEC`… variables, which they inherit.
     #[command(flatten)]
     pub gateway: nginx::GatewayLimits,
+    /// Extra environment for the instances only (a scenario tightening
+    /// their limits without touching its own process).
+    #[arg(skip)]
+    pub instance_env: Vec<(String, String)>,
 }
 
 /// Where everything is; printed by `seckill lab --json`.
@@ -130,7 +134,8 @@ impl Lab {
             _dir: dir,
         };
         lab.start_backends().await?;
-        lab.start_instances(args.instances).await?;
+        lab.start_instances(args.instances, &args.instance_env)
+            .await?;
         lab.start_gateway(args.gateway_port, &args.gateway).await?;
         Ok(lab)
     }
@@ -168,7 +173,11 @@ impl Lab {
 
     /// Starts all instances at once (which also exercises concurrent
     /// migrations), then waits for each `/readyz`.
-    async fn start_instances(&mut self, count: usize) -> anyhow::Result<()> {
+    async fn start_instances(
+        &mut self,
+        count: usize,
+        extra_env: &[(String, String)],
+    ) -> anyhow::Result<()> {
         let exe = std::env::current_exe().context("locating the seckill binary")?;
         let mut started = Vec::new();
         for index in 0..count {
@@ -187,7 +196,8 @@ impl Lab {
                 .env(
                     "RUST_LOG",
                     std::env::var("SECKILL_LAB_LOG").unwrap_or_else(|_| "info".into()),
-                );
+                )
+                .envs(extra_env.iter().map(|(k, v)| (k, v)));
             let log = self.info.dir.join(format!("{name}.log"));
             let process = Managed::spawn(&name, command, &log)?;
             self.info.instances.push(InstanceInfo {

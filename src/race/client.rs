@@ -34,7 +34,8 @@ pub enum BuyResult {
     /// 200.
     Ok,
     /// Anything else: the contract's error code, `http_<status>` when the
-    /// body was not the contract's, or `transport` when no answer came.
+    /// body was not the contract's, or `transport` when no answer came;
+    /// a 429 is `rate_limited:gateway` or `rate_limited:service`.
     Failed(String),
 }
 
@@ -84,6 +85,11 @@ impl Target {
         let status = response.status();
         if status.is_success() {
             return BuyResult::Ok;
+        }
+        if let Some(layer) = response.headers().get(crate::error::LIMITED_BY) {
+            // 429s are told apart by the layer that sent them.
+            let layer = layer.to_str().unwrap_or("unknown");
+            return BuyResult::Failed(format!("rate_limited:{layer}"));
         }
         let code = response
             .json::<Value>()

@@ -87,6 +87,7 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
                 admin_token: args.admin_token.clone(),
                 json: false,
                 gateway: Default::default(),
+                instance_env: Vec::new(),
             };
             Some(Lab::start(&lab_args).await?)
         }

@@ -37,6 +37,8 @@ pub enum Written {
     Sold,
     /// Nothing written: the product was reset since the buy began.
     Reset,
+    /// Nothing written: the buyer already holds `per_user_limit` units.
+    LimitReached,
     /// Nothing written: a holder with a newer fencing token touched the
     /// stock since this one read it.
     Fenced,

@@ -3,6 +3,7 @@
 
 use super::Written;
 use crate::error::BackendError;
+use crate::limit;
 use crate::orders::INSERT_SQL;
 use crate::strategy::BuyCtx;
 
@@ -33,8 +34,10 @@ pub async fn read(ctx: &BuyCtx<'_>, fence: Option<u64>) -> Result<i64, BackendEr
     Ok(stock.unwrap_or(0))
 }
 
-/// Writes `new_stock` and inserts the order in one transaction; refused
-/// when the product was reset or a newer fencing token touched the row.
+/// Writes `new_stock`, counts the unit against the buyer's limit and
+/// inserts the order in one transaction; refused when the product was
+/// reset, a newer fencing token touched the row, or the buyer is at the
+/// limit.
 pub async fn write(
     ctx: &BuyCtx<'_>,
     new_stock: i64,
@@ -66,6 +69,10 @@ pub async fn write(
         } else {
             Written::Reset
         });
+    }
+    if !limit::claim_pg(&mut tx, ctx).await? {
+        // Dropping the transaction rolls the stock write back.
+        return Ok(Written::LimitReached);
     }
     ctx.order
         .bind_insert(sqlx::query(INSERT_SQL))

@@ -8,6 +8,7 @@ use redis::{AsyncCommands, Script};
 
 use super::Written;
 use crate::error::BackendError;
+use crate::limit;
 use crate::orders::lua_xadd;
 use crate::product::{Product, keys};
 use crate::strategy::BuyCtx;
@@ -22,17 +23,23 @@ static READ_FENCED: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
-/// KEYS: stock, epoch, orders stream, fence-seen.
-/// ARGV: epoch, new stock, fencing token ('' for none), order fields.
-/// Returns 1 when written, 0 when the product was reset, -1 when fenced.
+/// KEYS: stock, epoch, orders stream, fence-seen, buyers.
+/// ARGV: epoch, new stock, fencing token ('' for none), per-user limit,
+/// order fields (the buyer is ARGV[7]).
+/// Returns 1 when written, 0 when the product was reset, -1 when fenced,
+/// -2 when the buyer reached the limit.
 static WRITE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end \
          if ARGV[3] ~= '' and tonumber(ARGV[3]) < tonumber(redis.call('GET', KEYS[4]) or '0') then return -1 end \
+         {check} \
          redis.call('SET', KEYS[1], ARGV[2]) \
+         {record} \
          {xadd} \
          return 1",
-        xadd = lua_xadd("KEYS[3]", 4)
+        check = limit::lua_check("KEYS[5]", 4, 7, -2),
+        record = limit::lua_record("KEYS[5]", 4, 7),
+        xadd = lua_xadd("KEYS[3]", 5)
     ))
 });
 
@@ -73,15 +80,18 @@ pub async fn write(
         .key(keys::epoch(id))
         .key(keys::ORDERS)
         .key(keys::fence_seen(id))
+        .key(keys::buyers(id))
         .arg(ctx.product.epoch)
         .arg(new_stock)
         .arg(fence.map(|t| t.to_string()).unwrap_or_default())
+        .arg(ctx.product.settings.per_user_limit)
         .arg(&ctx.order.stream_args())
         .invoke_async(&mut ctx.redis.clone())
         .await?;
     Ok(match result {
         1 => Written::Sold,
         -1 => Written::Fenced,
+        -2 => Written::LimitReached,
         _ => Written::Reset,
     })
 }

@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 
 use super::{BuyCtx, Info, Outcome, Strategy, section};
 use crate::error::BackendError;
+use crate::limit;
 use crate::store::StoreKind;
 
 /// Decrement and insert in one statement: the CTE's UPDATE yields a row only
@@ -36,7 +37,8 @@ static INFO: Info = Info {
 impl DbAtomic {
     async fn buy_atomic(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let sell = ctx.order.bind_insert(sqlx::query(SELL_SQL));
-        if ctx.product.settings.work_ms == 0 {
+        let settings = &ctx.product.settings;
+        if settings.work_ms == 0 && settings.per_user_limit == 0 {
             // One round trip: the statement is its own transaction.
             let sold = sell.execute(&ctx.backends.pg).await?.rows_affected();
             return Ok(if sold == 0 {
@@ -46,6 +48,11 @@ impl DbAtomic {
             });
         }
         let mut tx = ctx.backends.pg.begin().await?;
+        // The buyer's row first: it is locked only against the same
+        // buyer's requests, so the hot product row is not held any longer.
+        if !limit::claim_pg(&mut tx, ctx).await? {
+            return Ok(Outcome::LimitReached);
+        }
         if sell.execute(&mut *tx).await?.rows_affected() == 0 {
             return Ok(Outcome::SoldOut);
         }

@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 use super::{BuyCtx, Info, Outcome, Strategy, section};
 use crate::backoff;
 use crate::error::BackendError;
+use crate::limit;
 use crate::store::StoreKind;
 
 /// The compare-and-set: the UPDATE matches only if nobody wrote since our
@@ -54,15 +55,10 @@ impl DbOptimistic {
                 return Ok(Outcome::SoldOut);
             }
             section::work(ctx).await;
-            let sold = ctx
-                .order
-                .bind_insert(sqlx::query(CAS_SQL))
-                .bind(version)
-                .execute(&ctx.backends.pg)
-                .await?
-                .rows_affected();
-            if sold == 1 {
-                return Ok(Outcome::Sold);
+            match compare_and_set(ctx, version).await? {
+                Cas::Sold => return Ok(Outcome::Sold),
+                Cas::LimitReached => return Ok(Outcome::LimitReached),
+                Cas::Lost => {}
             }
             // Retries are bounded by count; each pause is a few ms of jitter
             // so the losers do not collide again in lock-step.
@@ -71,6 +67,33 @@ impl DbOptimistic {
         }
         Ok(Outcome::busy("optimistic update lost max_retries times"))
     }
+}
+
+/// What one compare-and-set did.
+enum Cas {
+    Sold,
+    LimitReached,
+    /// Somebody wrote since our read: retry.
+    Lost,
+}
+
+/// The CAS with the order; with a per-user limit, the buyer's unit is
+/// claimed in the same transaction (and rolled back with a lost CAS).
+async fn compare_and_set(ctx: &BuyCtx<'_>, version: i64) -> Result<Cas, BackendError> {
+    let cas = ctx.order.bind_insert(sqlx::query(CAS_SQL)).bind(version);
+    if ctx.product.settings.per_user_limit == 0 {
+        let sold = cas.execute(&ctx.backends.pg).await?.rows_affected();
+        return Ok(if sold == 1 { Cas::Sold } else { Cas::Lost });
+    }
+    let mut tx = ctx.backends.pg.begin().await?;
+    if !limit::claim_pg(&mut tx, ctx).await? {
+        return Ok(Cas::LimitReached);
+    }
+    if cas.execute(&mut *tx).await?.rows_affected() == 0 {
+        return Ok(Cas::Lost);
+    }
+    tx.commit().await?;
+    Ok(Cas::Sold)
 }
 
 impl Strategy for DbOptimistic {

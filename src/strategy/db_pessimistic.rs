@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 
 use super::{BuyCtx, Info, Outcome, Strategy, section};
 use crate::error::BackendError;
+use crate::limit;
 use crate::store::StoreKind;
 
 /// The row-locking strategy.
@@ -46,6 +47,9 @@ impl DbPessimistic {
             return Ok(Outcome::SoldOut);
         }
         section::work(ctx).await;
+        if !limit::claim_pg(&mut tx, ctx).await? {
+            return Ok(Outcome::LimitReached);
+        }
         sqlx::query("UPDATE products SET stock = stock - 1 WHERE id = $1")
             .bind(product.id)
             .execute(&mut *tx)

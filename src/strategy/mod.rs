@@ -68,6 +68,8 @@ pub enum Outcome {
     Sold,
     /// No stock left.
     SoldOut,
+    /// The buyer already holds `per_user_limit` units; nothing was sold.
+    LimitReached,
     /// Gave up (lock not acquired in time, retries exhausted, product reset
     /// mid-buy); the client may retry after `retry_after`.
     Busy {

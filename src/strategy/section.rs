@@ -22,6 +22,7 @@ pub async fn run(
     work(ctx).await;
     Ok(match store::write(ctx, kind, stock - 1, fence).await? {
         Written::Sold => Outcome::Sold,
+        Written::LimitReached => Outcome::LimitReached,
         Written::Reset => Outcome::busy("the product was reset during the buy"),
         Written::Fenced => Outcome::busy("fenced: a newer lock holder has touched the stock"),
     })

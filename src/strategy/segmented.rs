@@ -99,6 +99,7 @@ async fn sell_from(ctx: &BuyCtx<'_>, stock_key: &str) -> Result<Option<Outcome>,
     section::work(ctx).await;
     Ok(Some(match write(ctx, stock_key, stock - 1, None).await? {
         Written::Sold => Outcome::Sold,
+        Written::LimitReached => Outcome::LimitReached,
         Written::Reset | Written::Fenced => Outcome::busy("the product was reset during the buy"),
     }))
 }

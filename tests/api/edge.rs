@@ -10,14 +10,14 @@ use serde_json::{Value, json};
 
 use crate::harness::{TestLab, http};
 
-/// Status, code and `Retry-After` of one buy.
+/// Status, code, and `Retry-After` with `X-Limited-By` of one buy.
 async fn buy(
     client: &reqwest::Client,
     base: &str,
     product: i64,
     user: &str,
     real_ip: Option<&str>,
-) -> (StatusCode, String, Option<String>) {
+) -> (StatusCode, String, Option<(String, String)>) {
     let mut request = client.post(format!("{base}/stock/{product}/buy?user={user}"));
     if let Some(ip) = real_ip {
         request = request
@@ -26,13 +26,18 @@ async fn buy(
     }
     let response = request.send().await.expect("buy");
     let status = response.status();
-    let retry_after = response
-        .headers()
-        .get("retry-after")
-        .map(|v| v.to_str().unwrap().to_owned());
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let limit_headers = (status == StatusCode::TOO_MANY_REQUESTS)
+        .then(|| (header("retry-after"), header("x-limited-by")));
     let body: Value = response.json().await.unwrap_or(Value::Null);
     let code = body["error"]["code"].as_str().unwrap_or("").to_owned();
-    (status, code, retry_after)
+    (status, code, limit_headers)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,9 +65,12 @@ async fn the_gateway_turns_a_flood_away_with_json_429s_and_sells_nothing_extra()
         30,
         "only sales and 429s: {results:?}"
     );
-    for (_, code, retry_after) in &limited {
+    for (_, code, headers) in &limited {
         assert_eq!(code, "rate_limited");
-        assert_eq!(retry_after.as_deref(), Some("1"));
+        assert_eq!(
+            headers.as_ref(),
+            Some(&("1".to_owned(), "gateway".to_owned()))
+        );
     }
     // Read behind the gateway: its bucket is empty by now.
     let ledger = lab.instance(0).ledger(601).await.expect("ledger");
@@ -94,11 +102,12 @@ async fn the_service_limits_each_client_and_trusts_only_its_proxy() {
     let mut statuses = Vec::new();
     for i in 0..6 {
         let ip = format!("203.0.113.{i}");
-        let (status, code, retry_after) =
-            buy(&client, &direct, 602, &format!("s{i}"), Some(&ip)).await;
+        let (status, code, headers) = buy(&client, &direct, 602, &format!("s{i}"), Some(&ip)).await;
         if status == StatusCode::TOO_MANY_REQUESTS {
             assert_eq!(code, "rate_limited");
-            assert!(retry_after.is_some());
+            let (retry_after, layer) = headers.expect("429 headers");
+            assert!(!retry_after.is_empty());
+            assert_eq!(layer, "service");
         }
         statuses.push(status);
     }

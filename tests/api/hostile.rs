@@ -14,6 +14,7 @@ struct Case {
     content_type: Option<&'static str>,
     body: Option<String>,
     token: bool,
+    header: Option<(&'static str, String)>,
     expected: &'static [u16],
 }
 
@@ -24,7 +25,15 @@ fn case(method: Method, path: &str, expected: &'static [u16]) -> Case {
         content_type: None,
         body: None,
         token: false,
+        header: None,
         expected,
+    }
+}
+
+fn buy_with_header(name: &'static str, value: &str) -> Case {
+    Case {
+        header: Some((name, value.to_owned())),
+        ..case(Method::POST, &format!("/stock/{P}/buy?user=u"), &[400])
     }
 }
 
@@ -71,6 +80,9 @@ fn cases() -> Vec<Case> {
         buy(&format!(
             "/stock/{P}/buy?user=%27%3B%20DROP%20TABLE%20orders"
         )),
+        buy_with_header("Idempotency-Key", ""),
+        buy_with_header("Idempotency-Key", &"k".repeat(129)),
+        buy_with_header("Idempotency-Key", "two words"),
         reset_with("not json", &[400]),
         reset_with("", &[400]),
         reset_with("[]", &[400]),
@@ -95,6 +107,14 @@ fn cases() -> Vec<Case> {
         ),
         reset_with(
             r#"{"stock": 10, "strategy": "redis-lock", "max_retries": -1}"#,
+            &[400],
+        ),
+        reset_with(
+            r#"{"stock": 10, "strategy": "redis-lua", "per_user_limit": -1}"#,
+            &[400],
+        ),
+        reset_with(
+            r#"{"stock": 10, "strategy": "redis-lua", "per_user_limit": 2000000}"#,
             &[400],
         ),
         reset_with(
@@ -142,6 +162,9 @@ async fn send(base: &str, token: &str, case: &Case) -> (u16, Value) {
     }
     if let Some(content_type) = case.content_type {
         request = request.header("content-type", content_type);
+    }
+    if let Some((name, value)) = &case.header {
+        request = request.header(*name, value);
     }
     if let Some(body) = &case.body {
         request = request.body(body.clone());

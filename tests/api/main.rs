@@ -7,6 +7,8 @@ mod contract;
 mod edge;
 mod harness;
 mod hostile;
+mod idempotency;
+mod limits;
 mod locks;
 mod races;
 mod shutdown;

@@ -7,6 +7,7 @@ mod frozen_holder;
 mod holder_crash;
 mod lease_expiry;
 mod local_lock;
+mod rate_limit;
 mod redlock_minority;
 mod segment_scaling;
 
@@ -18,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::client::{BuyResult, Target};
 use super::driver::{RaceSpec, Row, drained_ledger, race, summarize};
+use crate::lab::nginx::GatewayLimits;
 use crate::lab::{Lab, LabArgs};
 
 /// Every scenario, in the order `--scenario all` runs them.
@@ -29,6 +31,7 @@ pub const NAMES: &[&str] = &[
     "holder-crash",
     "redlock-minority-down",
     "segment-scaling",
+    "rate-limit",
 ];
 
 /// One row of a scenario: the race's row plus what was expected of it.
@@ -60,6 +63,10 @@ pub enum Expect {
     SellsAll,
     /// Sells nothing: a lock nobody can take, every buyer busy.
     Stalls,
+    /// Behind tight limits: both the gateway and the service answer 429,
+    /// some buyers still buy, nothing is oversold, and every answer is a
+    /// sale, a 429 or `sold_out`.
+    Throttled,
 }
 
 impl Expect {
@@ -69,6 +76,7 @@ impl Expect {
             Self::NoOversell => "oversold = 0",
             Self::SellsAll => "sells exactly the stock, oversold = 0",
             Self::Stalls => "stalls: sold = 0, buyers busy",
+            Self::Throttled => "429s from gateway and service, counted apart; sells; oversold = 0",
         }
     }
 
@@ -80,9 +88,24 @@ impl Expect {
                 Self::NoOversell => row.oversold == 0,
                 Self::SellsAll => row.oversold == 0 && row.sold == row.initial,
                 Self::Stalls => row.sold == 0 && row.errors.get("busy").copied().unwrap_or(0) > 0,
+                Self::Throttled => {
+                    let count = |code: &str| row.errors.get(code).copied().unwrap_or(0);
+                    let refused: u64 = row.errors.values().sum();
+                    let expected = count(GATEWAY_429) + count(SERVICE_429) + count("sold_out");
+                    row.oversold == 0
+                        && row.sold > 0
+                        && count(GATEWAY_429) > 0
+                        && count(SERVICE_429) > 0
+                        && refused == expected
+                }
             }
     }
 }
+
+/// How the driver counts a 429 from nginx.
+const GATEWAY_429: &str = "rate_limited:gateway";
+/// How the driver counts a 429 from an instance.
+const SERVICE_429: &str = "rate_limited:service";
 
 /// The knobs shared by all scenarios (from `seckill race`'s flags).
 #[derive(Debug, Clone)]
@@ -111,12 +134,25 @@ impl Ctx {
     }
 
     async fn lab(&self, instances: usize) -> anyhow::Result<Lab> {
+        self.lab_with(instances, Default::default(), Vec::new())
+            .await
+    }
+
+    /// A lab with the gateway's limits and the instances' environment
+    /// given (the edge scenarios tighten them).
+    async fn lab_with(
+        &self,
+        instances: usize,
+        gateway: GatewayLimits,
+        instance_env: Vec<(String, String)>,
+    ) -> anyhow::Result<Lab> {
         Lab::start(&LabArgs {
             instances,
             gateway_port: None,
             admin_token: None,
             json: false,
-            gateway: Default::default(),
+            gateway,
+            instance_env,
         })
         .await
     }
@@ -219,6 +255,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
             "holder-crash" => holder_crash::run(&mut ctx).await,
             "redlock-minority-down" => redlock_minority::run(&mut ctx).await,
             "segment-scaling" => segment_scaling::run(&mut ctx).await,
+            "rate-limit" => rate_limit::run(&mut ctx).await,
             other => anyhow::bail!(
                 "unknown scenario {other:?}; known: all, {}",
                 NAMES.join(", ")

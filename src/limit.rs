@@ -1,0 +1,57 @@
+//! The per-buyer limit (`per_user_limit`): how many units one buyer may
+//! hold of a product.
+//!
+//! The check and the record are always one atomic step with the stock
+//! change: inside the same Lua script for Redis stores, inside the same
+//! transaction for PostgreSQL. Checking first and recording after the sale
+//! is the classic bug: two concurrent requests of one buyer both pass the
+//! check, and a refusal that comes after the decrement leaks the unit.
+
+use sqlx::PgConnection;
+
+use crate::error::BackendError;
+use crate::strategy::BuyCtx;
+
+/// Lua that returns `reached` when the buyer `ARGV[user]` already holds
+/// `ARGV[limit]` units in hash `hash` (a limit of 0 means unlimited). Put
+/// before any write of the script.
+pub fn lua_check(hash: &str, limit: usize, user: usize, reached: i64) -> String {
+    format!(
+        "if tonumber(ARGV[{limit}]) > 0 and \
+         tonumber(redis.call('HGET', {hash}, ARGV[{user}]) or '0') >= tonumber(ARGV[{limit}]) \
+         then return {reached} end"
+    )
+}
+
+/// Lua that counts one more unit for the buyer; put beside the decrement.
+pub fn lua_record(hash: &str, limit: usize, user: usize) -> String {
+    format!(
+        "if tonumber(ARGV[{limit}]) > 0 then redis.call('HINCRBY', {hash}, ARGV[{user}], 1) end"
+    )
+}
+
+/// One more unit for the buyer, unless the upsert's `WHERE` finds the
+/// limit reached (then no row is touched).
+const CLAIM_SQL: &str = "INSERT INTO buyer_counts (product_id, epoch, user_id, bought) \
+     VALUES ($1, $2, $3, 1) \
+     ON CONFLICT (product_id, epoch, user_id) \
+     DO UPDATE SET bought = buyer_counts.bought + 1 WHERE buyer_counts.bought < $4";
+
+/// Inside the caller's transaction: counts the unit for the buyer and
+/// returns whether the limit allowed it. Always true without a limit (and
+/// then costs nothing). On false the caller must roll back.
+pub async fn claim_pg(conn: &mut PgConnection, ctx: &BuyCtx<'_>) -> Result<bool, BackendError> {
+    let limit = ctx.product.settings.per_user_limit;
+    if limit == 0 {
+        return Ok(true);
+    }
+    let claimed = sqlx::query(CLAIM_SQL)
+        .bind(ctx.product.id)
+        .bind(ctx.product.epoch)
+        .bind(&ctx.order.user_id)
+        .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+        .execute(conn)
+        .await?
+        .rows_affected();
+    Ok(claimed == 1)
+}

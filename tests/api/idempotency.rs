@@ -1,0 +1,124 @@
+//! `Idempotency-Key`: a retry returns the original order, concurrent
+//! requests with one key make one order, and keys expire.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::harness::{TestLab, http, shared};
+
+/// Status, body and whether the answer was a replay.
+async fn buy(base: &str, product: i64, user: &str, key: &str) -> (StatusCode, Value, bool) {
+    let response = http()
+        .post(format!("{base}/stock/{product}/buy"))
+        .header("X-User-Id", user)
+        .header("Idempotency-Key", key)
+        .send()
+        .await
+        .expect("buy");
+    let status = response.status();
+    let replayed = response.headers().get("idempotent-replayed").is_some();
+    (status, response.json().await.expect("json"), replayed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_returns_the_original_order_even_after_the_sell_out() {
+    let lab = shared();
+    let base = lab.info.gateway_url.as_str();
+    for (id, strategy) in [(1200, "redis-lua"), (1201, "db-pessimistic")] {
+        lab.gateway()
+            .reset(id, &json!({"stock": 1, "strategy": strategy}))
+            .await
+            .expect("reset");
+        let (status, first, replayed) = buy(base, id, "alice", "order-1").await;
+        assert_eq!(status, StatusCode::OK, "{strategy}: {first}");
+        assert!(!replayed);
+        // Sold out now: a new key is refused, the old one still answers
+        // with its order, from either instance.
+        let (status, body, _) = buy(base, id, "alice", "order-2").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        for _ in 0..2 {
+            let (status, again, replayed) = buy(base, id, "alice", "order-1").await;
+            assert_eq!(status, StatusCode::OK, "{strategy}: {again}");
+            assert!(replayed);
+            assert_eq!(again["order_id"], first["order_id"]);
+        }
+        // The key belongs to alice: bob with the same key is a new buy.
+        let (status, _, replayed) = buy(base, id, "bob", "order-1").await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert!(!replayed);
+        assert_eq!(lab.gateway().ledger(id).await.expect("ledger").sold, 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_with_one_key_make_one_order() {
+    let lab = shared();
+    let base = lab.info.gateway_url.as_str();
+    for (id, strategy) in [(1210, "redis-lock"), (1211, "db-atomic")] {
+        // 100 ms inside the section: the duplicates arrive while the first
+        // is still selling.
+        lab.gateway()
+            .reset(
+                id,
+                &json!({"stock": 10, "strategy": strategy, "work_ms": 100}),
+            )
+            .await
+            .expect("reset");
+        let answers = join_all((0..10).map(|_| buy(base, id, "clicker", "double-click"))).await;
+        let first = &answers[0].1["order_id"];
+        for (status, body, _) in &answers {
+            assert_eq!(*status, StatusCode::OK, "{strategy}: {body}");
+            assert_eq!(&body["order_id"], first, "{strategy}: {answers:?}");
+        }
+        assert_eq!(answers.iter().filter(|a| !a.2).count(), 1, "one original");
+        let ledger = lab.gateway().ledger(id).await.expect("ledger");
+        assert_eq!((ledger.sold, ledger.remaining), (1, 9), "{strategy}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_buy_does_not_keep_its_key() {
+    let lab = shared();
+    let base = lab.info.gateway_url.as_str();
+    lab.gateway()
+        .reset(
+            1220,
+            &json!({"stock": 5, "strategy": "redis-lua", "per_user_limit": 1}),
+        )
+        .await
+        .expect("reset");
+    assert_eq!(buy(base, 1220, "carol", "first").await.0, StatusCode::OK);
+    let (status, body, _) = buy(base, 1220, "carol", "second").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "limit_reached");
+    // The refused claim was withdrawn, not kept as an answer: asking again
+    // is a real (and again refused) buy, not a replay of a refusal.
+    let (status, body, replayed) = buy(base, 1220, "carol", "second").await;
+    assert_eq!(body["error"]["code"], "limit_reached");
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(!replayed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_expire_after_the_configured_time() {
+    let lab = TestLab::start_with(1, &[], &[("SECKILL_IDEMPOTENCY_TTL_SECS", "1")]);
+    let base = lab.info.gateway_url.as_str();
+    lab.gateway()
+        .reset(1230, &json!({"stock": 5, "strategy": "redis-lua"}))
+        .await
+        .expect("reset");
+    let (_, first, _) = buy(base, 1230, "dave", "k").await;
+    let (_, replay, replayed) = buy(base, 1230, "dave", "k").await;
+    assert!(replayed);
+    assert_eq!(replay["order_id"], first["order_id"]);
+    // Redis expires the key; after that the same key is a new purchase.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let (status, later, replayed) = buy(base, 1230, "dave", "k").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!replayed);
+    assert_ne!(later["order_id"], first["order_id"]);
+    assert_eq!(lab.gateway().ledger(1230).await.expect("ledger").sold, 2);
+}

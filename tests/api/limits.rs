@@ -1,0 +1,78 @@
+//! The per-buyer limit: one buyer's concurrent requests never get more than
+//! `per_user_limit` units, under any strategy, and a refusal leaks no stock.
+
+use futures::future::join_all;
+use seckill::race::client::BuyResult;
+use serde_json::json;
+
+use crate::harness::shared;
+
+const LIMIT: i64 = 2;
+const STOCK: i64 = 10;
+const REQUESTS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_buyers_concurrent_requests_get_at_most_the_limit_under_every_strategy() {
+    let lab = shared();
+    let gateway = lab.gateway();
+    let catalog = gateway.strategies().await.expect("strategies");
+    assert_eq!(catalog.len(), 14);
+    for (i, entry) in catalog.iter().enumerate() {
+        let id = 1100 + i as i64;
+        // 20 ms of work inside the section: the same buyer's requests
+        // overlap there, where a check-then-record limit would let them
+        // all through.
+        gateway
+            .reset(
+                id,
+                &json!({"stock": STOCK, "strategy": entry.id, "per_user_limit": LIMIT, "work_ms": 20}),
+            )
+            .await
+            .expect("reset");
+        let results = join_all((0..REQUESTS).map(|_| gateway.buy(id, "greedy"))).await;
+        let count = |code: &str| {
+            results
+                .iter()
+                .filter(|r| matches!(r, BuyResult::Failed(c) if c == code))
+                .count() as i64
+        };
+        let ok = results.iter().filter(|r| **r == BuyResult::Ok).count() as i64;
+        let (limited, busy) = (count("limit_reached"), count("busy"));
+        let what = format!("{}: {results:?}", entry.id);
+        assert_eq!(ok + limited + busy, REQUESTS as i64, "{what}");
+        assert!(ok <= LIMIT, "{what}");
+        assert!(limited >= REQUESTS as i64 - LIMIT - busy, "{what}");
+        if busy == 0 {
+            assert_eq!(ok, LIMIT, "{what}");
+        }
+        // The limit is per buyer: somebody else still buys.
+        assert_eq!(gateway.buy(id, "patient").await, BuyResult::Ok, "{what}");
+        let ledger = gateway.ledger(id).await.expect("ledger");
+        assert_eq!(ledger.sold, ok + 1, "orders != 200s: {what}");
+        if entry.safe {
+            // Every refusal after the read left the stock as it was.
+            assert_eq!(
+                ledger.remaining,
+                STOCK - ledger.sold,
+                "stock leaked: {what}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_gives_every_buyer_a_fresh_allowance() {
+    let gateway = shared().gateway();
+    for strategy in ["redis-lua", "db-atomic"] {
+        let id = if strategy == "redis-lua" { 1130 } else { 1131 };
+        let body = json!({"stock": 5, "strategy": strategy, "per_user_limit": 1});
+        gateway.reset(id, &body).await.expect("reset");
+        assert_eq!(gateway.buy(id, "again").await, BuyResult::Ok);
+        assert_eq!(
+            gateway.buy(id, "again").await,
+            BuyResult::Failed("limit_reached".into())
+        );
+        gateway.reset(id, &body).await.expect("reset");
+        assert_eq!(gateway.buy(id, "again").await, BuyResult::Ok, "{strategy}");
+    }
+}
