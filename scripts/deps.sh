@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what seckill needs on a Debian/Ubuntu machine, only what is
 # missing: the servers the lab starts (redis-server, PostgreSQL, nginx,
-# ZooKeeper with its Java runtime) and
-# docker-compose (used only to validate docker-compose.yml; no engine needed).
+# ZooKeeper with its Java runtime), JMeter with its HTTP sampler and a JDK
+# (javac builds jmeter/debian/OpenXStream.java, which Debian's JMeter 2.13
+# needs to load any plan), and docker-compose (used only to validate
+# docker-compose.yml; no engine needed).
 # Rust itself is expected from rustup (Debian's rustc is too old for sqlx).
 set -euo pipefail
 
@@ -13,6 +15,12 @@ have nginx || need+=(nginx)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 have docker-compose || need+=(docker-compose)
 [ -f /usr/share/java/zookeeper.jar ] && have java || need+=(zookeeper)
+if ! have jmeter; then
+  need+=(jmeter jmeter-http)
+elif [ -d /usr/share/jmeter ] && [ ! -f /usr/share/jmeter/lib/ext/ApacheJMeter_http.jar ]; then
+  need+=(jmeter-http)
+fi
+have javac || need+=(default-jdk-headless)
 
 if ((${#need[@]})); then
   echo "installing: ${need[*]}" >&2

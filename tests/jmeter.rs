@@ -1,0 +1,118 @@
+//! The JMeter plans, run for real: `jmeter/run.sh` (JMeter 5.x, or
+//! Debian's 2.13 through its launcher) runs `seckill-compare.jmx` against
+//! a lab, and the results file must agree with the ledger, strategy by
+//! strategy: successful samples == orders, the safe strategies oversold 0,
+//! the unsafe ones more than 0.
+
+#[allow(dead_code)] // the API tests use the rest of the harness
+#[path = "api/harness.rs"]
+mod harness;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use harness::TestLab;
+use seckill::ledger::Ledger;
+
+/// Per sample label: (samples, successful samples).
+fn tally(results: &Path) -> BTreeMap<String, (u64, u64)> {
+    let mut reader = csv::Reader::from_path(results).expect("results file");
+    let headers = reader.headers().expect("header line").clone();
+    let column = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no {name} column in {headers:?}"))
+    };
+    let (label, success) = (column("label"), column("success"));
+    let mut tally = BTreeMap::new();
+    for record in reader.records() {
+        let record = record.expect("a results line");
+        let entry: &mut (u64, u64) = tally.entry(record[label].to_owned()).or_default();
+        entry.0 += 1;
+        entry.1 += u64::from(&record[success] == "true");
+    }
+    tally
+}
+
+/// `jmeter/strategies.csv`: (product, strategy) rows.
+fn plan_strategies(root: &Path) -> Vec<(i64, String)> {
+    let mut reader = csv::Reader::from_path(root.join("jmeter/strategies.csv")).expect("csv");
+    reader
+        .records()
+        .map(|r| {
+            let r = r.expect("row");
+            (r[0].parse().expect("product id"), r[1].to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compare_plan_runs_and_agrees_with_the_ledger() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lab = TestLab::start(2);
+    let gateway = lab.gateway();
+    let catalog = gateway.strategies().await.expect("strategies");
+    let plan = plan_strategies(root);
+    let mut planned: Vec<&str> = plan.iter().map(|(_, s)| s.as_str()).collect();
+    let mut known: Vec<&str> = catalog.iter().map(|c| c.id.as_str()).collect();
+    planned.sort_unstable();
+    known.sort_unstable();
+    assert_eq!(planned, known, "the plan covers every strategy once");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = lab.info.gateway_url.rsplit(':').next().expect("port");
+    let (threads, rounds) = (40u64, 2u64);
+    let status = Command::new(root.join("jmeter/run.sh"))
+        .current_dir(dir.path())
+        .env("JMETER_LOG", dir.path().join("jmeter.log"))
+        .arg("-t")
+        .arg(root.join("jmeter/seckill-compare.jmx"))
+        .args([
+            format!("-Jport={port}"),
+            format!("-Jtoken={}", lab.info.admin_token),
+            format!("-Jthreads={threads}"),
+            format!("-Jrounds={rounds}"),
+            format!("-Jstrategy_count={}", plan.len()),
+        ])
+        .arg(format!(
+            "-Jreport={}",
+            dir.path().join("report.json").display()
+        ))
+        .arg("-l")
+        .arg(dir.path().join("results.jtl"))
+        .status()
+        .expect("running jmeter/run.sh");
+    assert!(status.success(), "jmeter/run.sh exited {status}");
+
+    let tally = tally(&dir.path().join("results.jtl"));
+    let report: Vec<Ledger> = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("report.json")).expect("the saved report"),
+    )
+    .expect("report json");
+    for (product, strategy) in &plan {
+        let (samples, ok) = tally[&format!("buy {strategy}")];
+        assert_eq!(samples, threads * rounds, "{strategy}: every buy sampled");
+        assert_eq!(tally[&format!("reset {strategy}")], (1, 1), "{strategy}");
+        // The tearDown's report and the ledger now agree with JMeter.
+        let saved = report.iter().find(|l| l.id == *product).expect("in report");
+        let ledger = gateway.ledger(*product).await.expect("ledger");
+        assert_eq!(saved.sold, ledger.sold, "{strategy}: report vs ledger");
+        assert_eq!(ok as i64, ledger.sold, "{strategy}: 200s vs orders");
+        let safe = catalog
+            .iter()
+            .find(|c| &c.id == strategy)
+            .expect("known")
+            .safe;
+        if safe {
+            assert_eq!(ledger.oversold, 0, "{strategy} is safe: {ledger:?}");
+        } else {
+            assert!(ledger.oversold > 0, "{strategy} must oversell: {ledger:?}");
+        }
+        eprintln!(
+            "{strategy:<16} samples {samples:>4} ok {ok:>4}  sold {:>4} oversold {:>4}",
+            ledger.sold, ledger.oversold
+        );
+    }
+}
