@@ -18,6 +18,7 @@ use tower_governor::GovernorError;
 use tower_governor::key_extractor::KeyExtractor;
 
 use crate::error::ApiError;
+use crate::telemetry;
 
 /// Rate limits and overload protection, from flags or the environment.
 ///
@@ -162,10 +163,13 @@ impl KeyExtractor for ClientIp {
 /// The governor's refusals in the contract's shape.
 pub fn governor_error(error: GovernorError) -> Response<Body> {
     match error {
-        GovernorError::TooManyRequests { wait_time, .. } => ApiError::RateLimited {
-            retry_after: Duration::from_secs(wait_time.max(1)),
+        GovernorError::TooManyRequests { wait_time, .. } => {
+            telemetry::rejected("rate_limited");
+            ApiError::RateLimited {
+                retry_after: Duration::from_secs(wait_time.max(1)),
+            }
+            .into_response()
         }
-        .into_response(),
         GovernorError::UnableToExtractKey => {
             ApiError::BadRequest("the client address is unknown".into()).into_response()
         }
@@ -182,11 +186,12 @@ pub fn refill_period(per_sec: u64) -> Duration {
 
 /// What load shedding and the timeout turn into.
 pub async fn overload(error: tower::BoxError) -> ApiError {
-    let message = if error.is::<tower::timeout::error::Elapsed>() {
-        "the request took too long"
+    let (reason, message) = if error.is::<tower::timeout::error::Elapsed>() {
+        ("timeout", "the request took too long")
     } else {
-        "overloaded: too many requests in flight"
+        ("overloaded", "overloaded: too many requests in flight")
     };
+    telemetry::rejected(reason);
     ApiError::Busy {
         message: message.into(),
         retry_after: Duration::from_secs(1),

@@ -35,3 +35,4 @@ pub mod serve;
 pub mod soldout;
 pub mod store;
 pub mod strategy;
+pub mod telemetry;

@@ -100,6 +100,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.admin_token,
         args.edge,
         sold_out,
+        crate::telemetry::install(),
     );
     tracing::info!(%instance, listen = %listener.local_addr()?, "serving");
     serve(listener, state, shutdown_signal()).await?;

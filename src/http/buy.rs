@@ -8,6 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::AppState;
@@ -17,6 +18,7 @@ use crate::idempotency::{self, Claim, Claimed, Sold};
 use crate::orders::Order;
 use crate::product::{Product, parse_id, truncate};
 use crate::strategy::{BuyCtx, Outcome};
+use crate::telemetry;
 
 /// Longest buyer id accepted.
 const MAX_USER_LEN: usize = 64;
@@ -45,6 +47,7 @@ pub async fn buy(
     // memory, no backend touched. A retry with a key may be asking for an
     // order it already has, so it goes on to look.
     if key.is_none() && app.inner.sold_out.is_sold_out(id) {
+        telemetry::sold_out_flag();
         return Err(ApiError::SoldOut);
     }
     // One pool checkout per buy; every command below shares it.
@@ -74,7 +77,15 @@ pub async fn buy(
     // The sale runs in its own task: a client that hangs up (or the
     // request timeout) must not cut a sale off between the stock write
     // and the idempotency answer, or a lock between acquire and release.
-    let sale = tokio::spawn(sell(app.clone(), redis, product, order, claim, started));
+    let span = tracing::info_span!(
+        "buy",
+        request_id = %request_id(&headers),
+        instance = %app.inner.instance,
+        product = id,
+        strategy = %product.strategy,
+    );
+    let sale =
+        tokio::spawn(sell(app.clone(), redis, product, order, claim, started).instrument(span));
     let sold = sale
         .await
         .map_err(|e| BackendError::Task(e.to_string()))??;
@@ -109,6 +120,15 @@ async fn sell(
         Ok(strategy) => strategy.buy(&ctx).await,
         Err(e) => Err(e),
     };
+    let label = match &outcome {
+        Ok(Outcome::Sold) => "sold",
+        Ok(Outcome::SoldOut) => "sold_out",
+        Ok(Outcome::LimitReached) => "limit_reached",
+        Ok(Outcome::Busy { .. }) => "busy",
+        Err(_) => "error",
+    };
+    telemetry::buy(&product.strategy, label);
+    tracing::debug!(outcome = label, "buy done");
     let refusal = match outcome {
         Ok(Outcome::Sold) => {
             let sold = Sold {
@@ -146,6 +166,17 @@ async fn sell(
         tracing::warn!(%error, product = product.id, "idempotency claim not withdrawn");
     }
     Err(refusal)
+}
+
+/// The gateway's request id (nginx sets `X-Request-Id` to its
+/// `$request_id`), or a fresh one for a direct call, so one buy can be
+/// followed through the logs.
+fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64)
+        .map_or_else(|| Uuid::new_v4().simple().to_string(), str::to_owned)
 }
 
 /// A replayed sale: the original answer, marked as such.

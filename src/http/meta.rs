@@ -1,7 +1,9 @@
-//! `GET /strategies`, `/healthz`, `/readyz`.
+//! `GET /strategies`, `/healthz`, `/readyz`, `/metrics`, `/config`.
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use super::AppState;
@@ -37,6 +39,17 @@ pub async fn readyz(State(app): State<AppState>) -> Result<Json<Value>, ApiError
     Ok(Json(
         json!({"status": "ready", "instance": app.inner.instance}),
     ))
+}
+
+/// This instance's metrics in Prometheus' text format.
+pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        app.inner.metrics.render(),
+    )
 }
 
 /// The effective limits and settings (no secrets: the admin token is not

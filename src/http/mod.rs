@@ -23,6 +23,7 @@ use crate::edge::{self, ClientIp, EdgeArgs};
 use crate::error::{ApiError, BackendError};
 use crate::soldout::SoldOutFlags;
 use crate::strategy::{Backends, Registry};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 /// State shared by every handler of one instance.
 #[derive(Clone)]
@@ -45,6 +46,8 @@ struct Inner {
     edge: EdgeArgs,
     /// Products this instance has seen sell out.
     sold_out: Arc<SoldOutFlags>,
+    /// Renders `GET /metrics`.
+    metrics: PrometheusHandle,
 }
 
 impl AppState {
@@ -55,6 +58,7 @@ impl AppState {
         admin_token: String,
         edge: EdgeArgs,
         sold_out: Arc<SoldOutFlags>,
+        metrics: PrometheusHandle,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -64,6 +68,7 @@ impl AppState {
                 admin_token,
                 edge,
                 sold_out,
+                metrics,
             }),
         }
     }
@@ -116,6 +121,7 @@ pub fn router(state: AppState) -> Router {
         .route("/strategies", get(meta::strategies))
         .route("/healthz", get(meta::healthz))
         .route("/readyz", get(meta::readyz))
+        .route("/metrics", get(meta::metrics))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .route("/config", get(meta::config));

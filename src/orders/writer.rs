@@ -20,6 +20,7 @@ use uuid::Uuid;
 use super::{Order, fields};
 use crate::error::BackendError;
 use crate::product::keys::ORDERS;
+use crate::telemetry;
 
 /// The consumer group every instance's writer joins.
 pub const GROUP: &str = "order-writers";
@@ -167,6 +168,7 @@ impl Writer {
             })
             .collect();
         insert_batch(&self.pg, &orders).await?;
+        telemetry::writer_batch(orders.len(), oldest_age(entries));
         let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
         redis::pipe()
             .atomic()
@@ -178,6 +180,20 @@ impl Writer {
             .await?;
         Ok(())
     }
+}
+
+/// How long ago the oldest entry was appended: a stream id starts with the
+/// millisecond Redis appended it at.
+fn oldest_age(entries: &[StreamId]) -> Duration {
+    let oldest = entries
+        .iter()
+        .filter_map(|e| e.id.split('-').next()?.parse::<u64>().ok())
+        .min();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    Duration::from_millis(oldest.map_or(0, |ms| now.saturating_sub(ms)))
 }
 
 /// Creates the consumer group (and the stream) unless it exists. Starting at

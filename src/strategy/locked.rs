@@ -12,6 +12,7 @@ use super::{BuyCtx, Info, Outcome, Strategy, section, store_of};
 use crate::error::BackendError;
 use crate::lock::{Lock, Waiting};
 use crate::store::{self, StoreKind};
+use crate::telemetry;
 
 /// How long a waiter waits for the lock before re-reading the stock. A
 /// PostgreSQL read costs a pooled connection that the holder may need, so
@@ -59,7 +60,10 @@ impl<L: Lock> Locked<L> {
                 return Ok(Outcome::busy("lock not acquired within acquire_timeout_ms"));
             }
         };
+        let held = Instant::now();
+        telemetry::lock_wait(self.info.id, ctx.started.elapsed());
         let outcome = section::run(ctx, kind, guard.fence).await;
+        telemetry::lock_hold(self.info.id, held.elapsed());
         if let Err(error) = self.lock.release(ctx, guard).await {
             // The sale (if any) is already recorded whole; a failed release
             // only delays the next holder until the lease runs out.

@@ -24,6 +24,7 @@ use crate::product::{Product, keys};
 use crate::store::StoreKind;
 use crate::store::Written;
 use crate::store::redis_store::{read_key, write};
+use crate::telemetry;
 
 /// The segmented-stock strategy.
 pub struct Segmented;
@@ -66,7 +67,10 @@ impl Segmented {
                 if !try_set(&mut conn, &lock_key, &token, product.settings.lease_ms).await? {
                     continue;
                 }
+                telemetry::lock_wait(INFO.id, ctx.started.elapsed());
+                let held = Instant::now();
                 let outcome = sell_from(ctx, &stock_key).await;
+                telemetry::lock_hold(INFO.id, held.elapsed());
                 if let Err(error) = release_key(&mut conn, &lock_key, &token).await {
                     tracing::warn!(%error, product = product.id, segment = k, "segment release failed");
                 }

@@ -10,6 +10,7 @@ mod hostile;
 mod idempotency;
 mod limits;
 mod locks;
+mod metrics;
 mod races;
 mod shutdown;
 mod soldout;

@@ -1,0 +1,117 @@
+//! Metrics: what `GET /metrics` exposes, in Prometheus' text format, from
+//! the `metrics` facade and its Prometheus recorder.
+//!
+//! Every name is written here once, next to what it means; the rest of the
+//! code calls these functions rather than spelling metric names. Counters
+//! are per instance (the gateway round-robins, so a race's counts are the
+//! sum over the instances' `/metrics`).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{counter, describe_counter, describe_histogram, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Buy attempts by strategy and outcome.
+pub const BUYS: &str = "seckill_buys_total";
+/// Buys answered `sold_out` from the instance's memory (no strategy ran).
+pub const SOLD_OUT_FLAG: &str = "seckill_sold_out_flag_total";
+/// Time from the start of a buy until its lock was held, by strategy.
+pub const LOCK_WAIT: &str = "seckill_lock_wait_seconds";
+/// Time a lock was held (the critical section), by strategy.
+pub const LOCK_HOLD: &str = "seckill_lock_hold_seconds";
+/// Orders per batch the order writer stored.
+pub const WRITER_BATCH: &str = "seckill_order_writer_batch_size";
+/// Age of an order when the writer stored it in PostgreSQL (from its
+/// stream id's timestamp to the commit).
+pub const WRITER_LAG: &str = "seckill_order_writer_lag_seconds";
+/// Requests the instance turned away before any strategy ran, by reason
+/// (`rate_limited`, `overloaded`, `timeout`).
+pub const REJECTED: &str = "seckill_rejected_total";
+
+/// Latency buckets in seconds: 1 ms to 10 s.
+const SECONDS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Batch-size buckets, up to the writer's batch limit.
+const BATCH: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0];
+
+/// Installs the process-wide recorder once (tests may start several
+/// servers in one process) and returns the handle that renders it.
+pub fn install() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let handle = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Full(WRITER_BATCH.into()), BATCH))
+                .expect("the buckets are not empty")
+                .install_recorder()
+                .expect("the only recorder of this process");
+            describe();
+            // Histograms are kept in a lock-free buffer that upkeep drains.
+            let upkeep = handle.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    upkeep.run_upkeep();
+                }
+            });
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    describe_counter!(BUYS, "Buy attempts by strategy and outcome.");
+    describe_counter!(SOLD_OUT_FLAG, "Buys answered sold_out from memory.");
+    describe_histogram!(
+        LOCK_WAIT,
+        metrics::Unit::Seconds,
+        "Time until the lock was held."
+    );
+    describe_histogram!(LOCK_HOLD, metrics::Unit::Seconds, "Time the lock was held.");
+    describe_histogram!(
+        WRITER_BATCH,
+        metrics::Unit::Count,
+        "Orders per stored batch."
+    );
+    describe_histogram!(
+        WRITER_LAG,
+        metrics::Unit::Seconds,
+        "Age of an order when the writer stored it."
+    );
+    describe_counter!(REJECTED, "Requests turned away before any strategy ran.");
+}
+
+/// One buy's outcome (`sold`, `sold_out`, `limit_reached`, `busy`,
+/// `error`) under `strategy`.
+pub fn buy(strategy: &str, outcome: &'static str) {
+    counter!(BUYS, "strategy" => strategy.to_owned(), "outcome" => outcome).increment(1);
+}
+
+/// A `sold_out` answered from the local flag.
+pub fn sold_out_flag() {
+    counter!(SOLD_OUT_FLAG).increment(1);
+}
+
+/// A lock was acquired after `waited`.
+pub fn lock_wait(strategy: &'static str, waited: Duration) {
+    histogram!(LOCK_WAIT, "strategy" => strategy).record(waited.as_secs_f64());
+}
+
+/// A lock was held for `held`.
+pub fn lock_hold(strategy: &'static str, held: Duration) {
+    histogram!(LOCK_HOLD, "strategy" => strategy).record(held.as_secs_f64());
+}
+
+/// The writer stored a batch of `orders`, the oldest `oldest` old.
+pub fn writer_batch(orders: usize, oldest: Duration) {
+    histogram!(WRITER_BATCH).record(orders as f64);
+    histogram!(WRITER_LAG).record(oldest.as_secs_f64());
+}
+
+/// A request turned away by the instance's edge.
+pub fn rejected(reason: &'static str) {
+    counter!(REJECTED, "reason" => reason).increment(1);
+}
