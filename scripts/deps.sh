@@ -3,7 +3,7 @@
 # missing: the servers the lab starts (redis-server, PostgreSQL, nginx,
 # ZooKeeper with its Java runtime), JMeter with its HTTP sampler and a JDK
 # (javac builds jmeter/debian/OpenXStream.java, which Debian's JMeter 2.13
-# needs to load any plan), and docker-compose (used only to validate
+# needs to load any plan), Chromium (the dashboard test), and docker-compose (used only to validate
 # docker-compose.yml; no engine needed).
 # Rust itself is expected from rustup (Debian's rustc is too old for sqlx).
 set -euo pipefail
@@ -21,6 +21,8 @@ elif [ -d /usr/share/jmeter ] && [ ! -f /usr/share/jmeter/lib/ext/ApacheJMeter_h
   need+=(jmeter-http)
 fi
 have javac || need+=(default-jdk-headless)
+# Headless Chromium: the dashboard test loads GET / and screenshots it.
+have chromium || need+=(chromium)
 
 if ((${#need[@]})); then
   echo "installing: ${need[*]}" >&2

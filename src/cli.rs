@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 use crate::lab::LabArgs;
 use crate::race::RaceArgs;
+use crate::report::ReportArgs;
 use crate::serve::ServeArgs;
 
 /// seckill — a flash-sale inventory backend and a laboratory of the ways to
@@ -38,4 +39,8 @@ pub enum Command {
     /// and print the oversell comparison. Exits 1 if a safe strategy
     /// oversold or client 200s differ from recorded orders.
     Race(RaceArgs),
+    /// Turn a race's JSON (or a live gateway's /report) into one
+    /// self-contained HTML page with the comparison chart, and optionally
+    /// the chart alone as SVG.
+    Report(ReportArgs),
 }

@@ -31,6 +31,7 @@ pub mod lock;
 pub mod orders;
 pub mod product;
 pub mod race;
+pub mod report;
 pub mod serve;
 pub mod soldout;
 pub mod store;

@@ -15,6 +15,7 @@ async fn main() -> ExitCode {
         Command::Serve(args) => seckill::serve::run(args).await.map(|()| true),
         Command::Lab(args) => seckill::lab::run(args).await.map(|()| true),
         Command::Race(args) => seckill::race::run(args).await,
+        Command::Report(args) => seckill::report::run(args).await.map(|()| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -114,6 +114,7 @@ pub fn router(state: AppState) -> Router {
         .route("/stock/{id}/buy", buy)
         .route("/stock/{id}", get(report::one))
         .route("/report", get(report::all))
+        .route("/", get(report::dashboard))
         .route(
             "/admin/products/{id}",
             put(admin::reset).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)),

@@ -1,10 +1,11 @@
-//! `GET /stock/{id}` and `GET /report`: the ledger.
+//! `GET /stock/{id}` and `GET /report`: the ledger; `GET /`: the same as a
+//! live chart.
 
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
 use super::AppState;
@@ -12,6 +13,13 @@ use crate::catalog;
 use crate::error::ApiError;
 use crate::ledger::{self, Ledger};
 use crate::product::parse_id;
+use crate::report::chart::{self, Bar};
+
+/// The live dashboard (`GET /`): the comparison chart, refreshed every
+/// second from `/report?format=svg`.
+pub async fn dashboard() -> Html<&'static str> {
+    Html(include_str!("dashboard.html"))
+}
 
 /// One product's ledger.
 pub async fn one(
@@ -27,7 +35,7 @@ pub async fn one(
     Ok(Json(ledgers.remove(0)))
 }
 
-/// `?format=json|csv`.
+/// `?format=json|csv|svg`.
 #[derive(Debug, Deserialize)]
 pub struct ReportQuery {
     format: Option<String>,
@@ -48,8 +56,16 @@ pub async fn all(
             ledger::to_csv(&ledgers),
         )
             .into_response()),
+        Some("svg") => {
+            let bars: Vec<Bar> = ledgers.iter().map(Bar::from_ledger).collect();
+            Ok((
+                [(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")],
+                chart::svg("live: sold vs stock per product", &bars),
+            )
+                .into_response())
+        }
         Some(other) => Err(ApiError::BadRequest(format!(
-            "format must be json or csv, got {:?}",
+            "format must be json, csv or svg, got {:?}",
             crate::product::truncate(other, 20)
         ))),
     }

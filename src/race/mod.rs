@@ -69,6 +69,10 @@ pub struct RaceArgs {
     /// Also write the rows as a JSON array to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also write the comparison as a self-contained HTML page (chart and
+    /// numbers), as `seckill report` would from the JSON.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// Runs the race and prints the table. `Ok(false)` when a safe strategy
@@ -97,10 +101,9 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
         lab.stop().await;
     }
     let (rows, safe) = result?;
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&rows)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    save(&args, &rows, || {
+        rows.iter().map(crate::report::from_row).collect()
+    })?;
     Ok(table::verdict(&rows, &safe))
 }
 
@@ -172,10 +175,9 @@ async fn run_scenario(name: &str, args: &RaceArgs) -> anyhow::Result<bool> {
     };
     let rows = scenario::run(name, knobs).await?;
     print!("{}", scenario::render(&rows));
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&rows)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    save(args, &rows, || {
+        rows.iter().map(crate::report::from_scenario_row).collect()
+    })?;
     let missed: Vec<String> = rows
         .iter()
         .filter(|r| !r.met)
@@ -185,4 +187,24 @@ async fn run_scenario(name: &str, args: &RaceArgs) -> anyhow::Result<bool> {
         eprintln!("NOT MET: {miss}");
     }
     Ok(missed.is_empty())
+}
+
+/// Writes `--json` and `--report` when asked.
+fn save<T: serde::Serialize>(
+    args: &RaceArgs,
+    rows: &[T],
+    bars: impl FnOnce() -> Vec<crate::report::chart::Bar>,
+) -> anyhow::Result<()> {
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(rows)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.report {
+        let title = match &args.scenario {
+            Some(name) => format!("seckill race --scenario {name}"),
+            None => "seckill race: sold vs stock per strategy".to_owned(),
+        };
+        crate::report::write(path, None, &title, &bars())?;
+    }
+    Ok(())
 }

@@ -1,0 +1,230 @@
+//! The comparison as an SVG bar chart: one row per race (or product), the
+//! stock as a grey track, the units sold within it in green and the units
+//! sold beyond it — the oversell — in red past the track's end, with
+//! throughput, p99 and the scenario's verdict beside it.
+//!
+//! One renderer for every place the chart appears: `seckill report`'s HTML
+//! and SVG files, and the live dashboard (which fetches
+//! `/report?format=svg`). Each bar carries `data-*` attributes with its
+//! numbers, so a test (or a script) can read the chart back.
+
+use std::fmt::Write;
+
+use serde::Deserialize;
+
+use crate::ledger::Ledger;
+
+/// One row of the chart.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Bar {
+    /// What the row is: the strategy, with the scenario and variant when
+    /// there are some.
+    pub label: String,
+    /// The strategy id alone.
+    pub strategy: String,
+    /// Stock at the reset.
+    pub initial: i64,
+    /// Orders recorded.
+    pub sold: i64,
+    /// Orders beyond the stock.
+    pub oversold: i64,
+    /// Requests per second, when a driver measured it.
+    pub rps: Option<f64>,
+    /// 99th percentile latency in ms, when measured.
+    pub p99_ms: Option<f64>,
+    /// A scenario's expectation and whether it was met.
+    pub verdict: Option<Verdict>,
+}
+
+/// A scenario's expectation for a row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Verdict {
+    /// The outcome predicted, in words.
+    pub expected: String,
+    /// Whether it happened.
+    pub met: bool,
+}
+
+impl Bar {
+    /// A row from a product's ledger (the live `/report`).
+    pub fn from_ledger(ledger: &Ledger) -> Self {
+        Self {
+            label: format!("{} #{}", ledger.strategy, ledger.id),
+            strategy: ledger.strategy.clone(),
+            initial: ledger.initial,
+            sold: ledger.sold,
+            oversold: ledger.oversold,
+            rps: None,
+            p99_ms: None,
+            verdict: None,
+        }
+    }
+}
+
+/// Colours: a neutral track, green for sales within the stock, a warning
+/// red for the oversell.
+pub const TRACK: &str = "#d1d5db";
+/// Sales within the stock.
+pub const SOLD: &str = "#16a34a";
+/// Sales beyond the stock.
+pub const OVERSOLD: &str = "#dc2626";
+
+const WIDTH: f64 = 980.0;
+const LABEL_W: f64 = 230.0;
+const BARS_W: f64 = 420.0;
+const ROW_H: f64 = 30.0;
+const TOP: f64 = 44.0;
+
+/// The chart as a standalone SVG document.
+pub fn svg(title: &str, bars: &[Bar]) -> String {
+    let scale_max = bars
+        .iter()
+        .map(|b| b.initial.max(b.sold))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let unit = BARS_W / scale_max;
+    let height = TOP + ROW_H * bars.len().max(1) as f64 + 16.0;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="13" role="img" aria-label="{title}">"#,
+        title = escape(title)
+    );
+    let _ = write!(
+        out,
+        r##"<rect width="100%" height="100%" fill="#ffffff"/><text x="8" y="20" font-size="15" font-weight="bold">{title}</text>"##,
+        title = escape(title)
+    );
+    legend(&mut out);
+    if bars.is_empty() {
+        let _ = write!(
+            out,
+            r##"<text x="8" y="{y}" fill="#6b7280">no products yet: reset one and buy</text>"##,
+            y = TOP + 18.0
+        );
+    }
+    for (i, bar) in bars.iter().enumerate() {
+        row(&mut out, bar, TOP + ROW_H * i as f64, unit);
+    }
+    out.push_str("</svg>");
+    out
+}
+
+fn legend(out: &mut String) {
+    let items = [
+        (TRACK, "stock"),
+        (SOLD, "sold within stock"),
+        (OVERSOLD, "oversold"),
+    ];
+    let mut x = LABEL_W;
+    for (colour, text) in items {
+        let _ = write!(
+            out,
+            r#"<rect x="{x}" y="28" width="12" height="10" fill="{colour}"/><text x="{tx}" y="37" font-size="11">{text}</text>"#,
+            tx = x + 16.0
+        );
+        x += 30.0 + 7.0 * text.len() as f64;
+    }
+}
+
+fn row(out: &mut String, bar: &Bar, y: f64, unit: f64) {
+    let within = bar.sold.min(bar.initial).max(0) as f64;
+    let beyond = (bar.sold - bar.initial).max(0) as f64;
+    let _ = write!(
+        out,
+        r#"<g class="bar" data-label="{label}" data-strategy="{strategy}" data-initial="{initial}" data-sold="{sold}" data-oversold="{oversold}">"#,
+        label = escape(&bar.label),
+        strategy = escape(&bar.strategy),
+        initial = bar.initial,
+        sold = bar.sold,
+        oversold = bar.oversold,
+    );
+    let _ = write!(
+        out,
+        r#"<text x="8" y="{ty}">{label}</text><rect x="{LABEL_W}" y="{by}" width="{tw:.1}" height="18" fill="{TRACK}"/><rect x="{LABEL_W}" y="{by}" width="{sw:.1}" height="18" fill="{SOLD}"/>"#,
+        ty = y + 14.0,
+        by = y + 1.0,
+        label = escape(&bar.label),
+        tw = bar.initial.max(0) as f64 * unit,
+        sw = within * unit,
+    );
+    if beyond > 0.0 {
+        let _ = write!(
+            out,
+            r#"<rect x="{ox:.1}" y="{by}" width="{ow:.1}" height="18" fill="{OVERSOLD}"/>"#,
+            ox = LABEL_W + bar.initial.max(0) as f64 * unit,
+            by = y + 1.0,
+            ow = beyond * unit,
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{x}" y="{ty}">{text}</text></g>"#,
+        x = LABEL_W + BARS_W + 12.0,
+        ty = y + 14.0,
+        text = escape(&describe(bar)),
+    );
+}
+
+/// The numbers beside a bar.
+fn describe(bar: &Bar) -> String {
+    let mut parts = vec![format!("{}/{} sold", bar.sold, bar.initial)];
+    if bar.oversold > 0 {
+        parts.push(format!("+{} oversold", bar.oversold));
+    }
+    if let Some(rps) = bar.rps {
+        parts.push(format!("{rps:.0} rps"));
+    }
+    if let Some(p99) = bar.p99_ms {
+        parts.push(format!("p99 {p99:.0} ms"));
+    }
+    if let Some(verdict) = &bar.verdict {
+        parts.push(if verdict.met { "✓" } else { "✗" }.to_owned());
+    }
+    parts.join(" · ")
+}
+
+/// Escapes text for XML and HTML.
+pub fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bar(strategy: &str, initial: i64, sold: i64) -> Bar {
+        Bar {
+            label: strategy.into(),
+            strategy: strategy.into(),
+            initial,
+            sold,
+            oversold: (sold - initial).max(0),
+            rps: Some(1000.0),
+            p99_ms: Some(12.0),
+            verdict: None,
+        }
+    }
+
+    #[test]
+    fn the_oversell_is_drawn_past_the_stock_in_red() {
+        let chart = svg("t", &[bar("naive", 100, 250), bar("redis-lua", 100, 100)]);
+        assert_eq!(chart.matches(r#"class="bar""#).count(), 2);
+        assert_eq!(chart.matches(OVERSOLD).count(), 2, "legend + naive only");
+        assert!(chart.contains(
+            r#"data-strategy="naive" data-initial="100" data-sold="250" data-oversold="150""#
+        ));
+        assert!(chart.contains("+150 oversold"));
+    }
+
+    #[test]
+    fn labels_are_escaped() {
+        let chart = svg("<t>", &[bar("a<b>&\"", 1, 1)]);
+        assert!(!chart.contains("<b>"));
+        assert!(chart.contains("a&lt;b&gt;&amp;&quot;"));
+    }
+}

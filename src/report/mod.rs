@@ -1,0 +1,172 @@
+//! `seckill report`: the comparison as something to look at — one
+//! self-contained HTML file (inline SVG chart and the numbers, no external
+//! assets) and, optionally, the chart alone as an SVG for the README.
+//!
+//! Input is a race's `--json` output (plain or scenario rows) or a live
+//! gateway's `/report`.
+
+pub mod chart;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::Value;
+
+use crate::ledger::Ledger;
+use crate::race::driver::Row;
+use crate::race::scenario::ScenarioRow;
+use chart::{Bar, Verdict, escape};
+
+/// `seckill report`'s flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// A `seckill race --json` file (plain or `--scenario` rows) or a saved
+    /// `GET /report`.
+    #[arg(long, conflicts_with = "url", required_unless_present = "url")]
+    pub input: Option<PathBuf>,
+    /// A running gateway whose `/report` is charted instead.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// The HTML file to write.
+    #[arg(long, default_value = "report.html")]
+    pub out: PathBuf,
+    /// Also write the chart alone as SVG (e.g. for a README).
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// The chart's title.
+    #[arg(long, default_value = "seckill: sold vs stock per strategy")]
+    pub title: String,
+}
+
+/// Runs `seckill report`.
+pub async fn run(args: ReportArgs) -> anyhow::Result<()> {
+    let text = match (&args.input, &args.url) {
+        (Some(path), _) => {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+        }
+        (None, Some(url)) => {
+            let url = format!("{}/report", url.trim_end_matches('/'));
+            reqwest::Client::builder()
+                .no_proxy()
+                .build()?
+                .get(&url)
+                .send()
+                .await
+                .and_then(reqwest::Response::error_for_status)
+                .with_context(|| format!("GET {url}"))?
+                .text()
+                .await?
+        }
+        (None, None) => anyhow::bail!("--input or --url is required"),
+    };
+    let bars = bars_from_json(&text)?;
+    write(&args.out, args.svg.as_deref(), &args.title, &bars)?;
+    eprintln!("wrote {} ({} rows)", args.out.display(), bars.len());
+    Ok(())
+}
+
+/// Writes the HTML page (and the SVG alone when asked).
+pub fn write(
+    html_path: &Path,
+    svg_path: Option<&Path>,
+    title: &str,
+    bars: &[Bar],
+) -> anyhow::Result<()> {
+    std::fs::write(html_path, html(title, bars))
+        .with_context(|| format!("writing {}", html_path.display()))?;
+    if let Some(path) = svg_path {
+        std::fs::write(path, chart::svg(title, bars))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Reads race rows, scenario rows or ledgers, whichever the JSON holds.
+pub fn bars_from_json(text: &str) -> anyhow::Result<Vec<Bar>> {
+    let items: Vec<Value> = serde_json::from_str(text).context("expected a JSON array")?;
+    items
+        .into_iter()
+        .map(|item| {
+            Ok(if item.get("scenario").is_some() {
+                from_scenario_row(&serde_json::from_value(item)?)
+            } else if item.get("epoch").is_some() {
+                Bar::from_ledger(&serde_json::from_value::<Ledger>(item)?)
+            } else {
+                from_row(&serde_json::from_value(item)?)
+            })
+        })
+        .collect()
+}
+
+/// A plain race row.
+pub fn from_row(row: &Row) -> Bar {
+    Bar {
+        label: row.strategy.clone(),
+        strategy: row.strategy.clone(),
+        initial: row.initial,
+        sold: row.sold,
+        oversold: row.oversold,
+        rps: Some(row.rps),
+        p99_ms: Some(row.p99_ms),
+        verdict: None,
+    }
+}
+
+/// A scenario row, labelled with its scenario and variant.
+pub fn from_scenario_row(row: &ScenarioRow) -> Bar {
+    let mut label = format!("{}: {}", row.scenario, row.row.strategy);
+    if !row.variant.is_empty() {
+        label = format!("{label} ({})", row.variant);
+    }
+    Bar {
+        label,
+        verdict: Some(Verdict {
+            expected: row.expected.clone(),
+            met: row.met,
+        }),
+        ..from_row(&row.row)
+    }
+}
+
+/// The page: title, chart, and a table with every number and verdict.
+pub fn html(title: &str, bars: &[Bar]) -> String {
+    let mut rows = String::new();
+    for bar in bars {
+        let verdict = bar.verdict.as_ref().map_or(String::new(), |v| {
+            format!(
+                "<td class=\"{}\">{} {}</td>",
+                if v.met { "met" } else { "missed" },
+                if v.met { "✓" } else { "✗" },
+                escape(&v.expected)
+            )
+        });
+        let number = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.0}"));
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>{verdict}</tr>\n",
+            escape(&bar.label),
+            bar.initial,
+            bar.sold,
+            if bar.oversold > 0 { "missed" } else { "" },
+            bar.oversold,
+            number(bar.rps),
+            number(bar.p99_ms),
+        ));
+    }
+    let verdict_head = if bars.iter().any(|b| b.verdict.is_some()) {
+        "<th>expected</th>"
+    } else {
+        ""
+    };
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
+         <style>body{{font-family:sans-serif;margin:2em;color:#111}}table{{border-collapse:collapse;margin-top:1em}}\
+         td,th{{border:1px solid #d1d5db;padding:4px 8px;text-align:right}}td:first-child,th:first-child{{text-align:left}}\
+         .met{{color:{sold}}}.missed{{color:{over};font-weight:bold}}</style></head>\n<body>\n{svg}\n\
+         <table><tr><th>race</th><th>initial</th><th>sold</th><th>oversold</th><th>rps</th><th>p99 ms</th>{verdict_head}</tr>\n{rows}</table>\n\
+         </body></html>\n",
+        t = escape(title),
+        svg = chart::svg(title, bars),
+        sold = chart::SOLD,
+        over = chart::OVERSOLD,
+    )
+}

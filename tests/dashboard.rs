@@ -1,0 +1,176 @@
+//! The live dashboard (`GET /` through the gateway) in a real browser:
+//! headless Chromium loads it while a race runs and takes a screenshot, in
+//! which a bar per product is drawn and the oversell shows in red; after
+//! the race, the numbers the page drew are the numbers `/report` gives.
+
+#[allow(dead_code)] // the API tests use the rest of the harness
+#[path = "api/harness.rs"]
+mod harness;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use harness::{TestLab, race_on};
+use seckill::ledger::Ledger;
+use seckill::report::chart;
+use serde_json::json;
+
+/// Runs headless Chromium on `url` with `extra` flags (a screenshot or a
+/// DOM dump); returns stdout. The virtual time budget lets the page's
+/// first fetch and refresh timer run before the capture.
+fn chromium(url: &str, profile: &Path, extra: &[String]) -> String {
+    let output = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--hide-scrollbars",
+            "--window-size=1100,700",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("running chromium (scripts/deps.sh installs Debian's package)");
+    assert!(output.status.success(), "chromium: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `(data-strategy, data-initial, data-sold, data-oversold)` per drawn bar,
+/// by label.
+fn drawn_bars(dom: &str) -> BTreeMap<String, (String, i64, i64, i64)> {
+    let attribute = |tag: &str, name: &str| -> String {
+        let start = tag.find(&format!("{name}=\"")).expect(name) + name.len() + 2;
+        tag[start..]
+            .split('"')
+            .next()
+            .expect("closing quote")
+            .to_owned()
+    };
+    dom.split("<g class=\"bar\"")
+        .skip(1)
+        .map(|rest| {
+            let tag = rest.split('>').next().expect("tag");
+            let number = |name: &str| attribute(tag, name).parse::<i64>().expect(name);
+            (
+                attribute(tag, "data-label"),
+                (
+                    attribute(tag, "data-strategy"),
+                    number("data-initial"),
+                    number("data-sold"),
+                    number("data-oversold"),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// An RGB colour from `#rrggbb`.
+fn rgb(hex: &str) -> [u8; 3] {
+    let byte = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex");
+    [byte(1), byte(3), byte(5)]
+}
+
+/// The screenshot's pixels: width, height, RGB rows.
+fn pixels(png_path: &Path) -> (usize, usize, Vec<[u8; 3]>) {
+    let file = std::io::BufReader::new(std::fs::File::open(png_path).expect("screenshot"));
+    let mut reader = png::Decoder::new(file).read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size().expect("size")];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    let channels = info.color_type.samples();
+    let data = &buf[..info.buffer_size()];
+    let px = data.chunks(channels).map(|c| [c[0], c[1], c[2]]).collect();
+    (info.width as usize, info.height as usize, px)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_draws_every_product_and_matches_the_report() {
+    let lab = TestLab::start(2);
+    let gateway = lab.gateway();
+    let profile = tempfile::tempdir().expect("browser profile");
+    let shot = profile.path().join("dashboard.png");
+    let url = format!("{}/", lab.info.gateway_url);
+
+    // Two finished races (one oversold), then a slow one in progress while
+    // the browser looks.
+    race_on(&gateway, 1500, "naive", 20, 100, 50, json!({"work_ms": 20})).await;
+    race_on(&gateway, 1501, "redis-lua", 20, 100, 50, json!({})).await;
+    let running = tokio::spawn({
+        let gateway = gateway.clone();
+        async move {
+            race_on(
+                &gateway,
+                1502,
+                "redis-lock",
+                60,
+                200,
+                20,
+                json!({"work_ms": 50}),
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    chromium(
+        &url,
+        profile.path(),
+        &[format!("--screenshot={}", shot.display())],
+    );
+    std::fs::copy(&shot, std::env::temp_dir().join("seckill-dashboard.png")).ok();
+    assert!(
+        !running.is_finished(),
+        "the screenshot should catch the race running"
+    );
+
+    // A bar per product: rows of track-or-green pixels where the bars
+    // start, and red where naive's oversell is drawn.
+    let (width, height, px) = pixels(&shot);
+    let (track, sold, oversold) = (rgb(chart::TRACK), rgb(chart::SOLD), rgb(chart::OVERSOLD));
+    let bar_x = (0..width)
+        .find(|&x| (0..height).any(|y| px[y * width + x] == sold || px[y * width + x] == track))
+        .expect("a bar in the screenshot");
+    // Runs of at least 15 px: bars are 18 px tall, the legend's swatches 10.
+    let mut rows = 0;
+    let mut run = 0;
+    for y in 0..height {
+        let p = px[y * width + bar_x + 2];
+        run = if p == sold || p == track { run + 1 } else { 0 };
+        rows += usize::from(run == 15);
+    }
+    assert_eq!(rows, 3, "one bar per product in the screenshot");
+    assert!(px.contains(&oversold), "naive's oversell is drawn in red");
+
+    let finished = running.await.expect("race");
+    assert_eq!(finished.oversold, 0);
+    // After the race: what the page drew is what /report says.
+    let dom = chromium(&url, profile.path(), &["--dump-dom".to_owned()]);
+    let drawn = drawn_bars(&dom);
+    let report: Vec<Ledger> = gateway
+        .http
+        .get(format!("{}/report", lab.info.gateway_url))
+        .send()
+        .await
+        .expect("report")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(drawn.len(), report.len(), "{drawn:?}");
+    for ledger in &report {
+        let label = format!("{} #{}", ledger.strategy, ledger.id);
+        assert_eq!(
+            drawn.get(&label),
+            Some(&(
+                ledger.strategy.clone(),
+                ledger.initial,
+                ledger.sold,
+                ledger.oversold
+            )),
+            "{label}"
+        );
+    }
+    assert!(report.iter().any(|l| l.oversold > 0), "naive oversold");
+}
