@@ -50,6 +50,20 @@ pub struct LabArgs {
     pub instance_env: Vec<(String, String)>,
 }
 
+/// The environment the lab gives an instance: what docker-compose.yml must
+/// give its `app` service too (a test compares the two).
+pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'static str, String)> {
+    vec![
+        ("SECKILL_LISTEN", listen.to_string()),
+        ("SECKILL_INSTANCE", name.to_owned()),
+        ("SECKILL_REDIS_URL", info.redis_url.clone()),
+        ("SECKILL_DATABASE_URL", info.postgres_url.clone()),
+        ("SECKILL_REDLOCK_URLS", info.redlock_urls.join(",")),
+        ("SECKILL_ZOOKEEPER", info.zookeeper.clone()),
+        ("SECKILL_ADMIN_TOKEN", info.admin_token.clone()),
+    ]
+}
+
 /// Where everything is; printed by `seckill lab --json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LabInfo {
@@ -186,13 +200,7 @@ impl Lab {
             let mut command = Command::new(&exe);
             command
                 .arg("serve")
-                .env("SECKILL_LISTEN", addr.to_string())
-                .env("SECKILL_INSTANCE", &name)
-                .env("SECKILL_REDIS_URL", &self.info.redis_url)
-                .env("SECKILL_DATABASE_URL", &self.info.postgres_url)
-                .env("SECKILL_REDLOCK_URLS", self.info.redlock_urls.join(","))
-                .env("SECKILL_ZOOKEEPER", &self.info.zookeeper)
-                .env("SECKILL_ADMIN_TOKEN", &self.info.admin_token)
+                .envs(instance_env(&self.info, &name, addr))
                 .env(
                     "RUST_LOG",
                     std::env::var("SECKILL_LAB_LOG").unwrap_or_else(|_| "info".into()),

@@ -1,0 +1,194 @@
+//! docker-compose.yml and `seckill lab` describe one topology: the same
+//! services, the same environment for an instance, the same gateway
+//! template variables, and ports that line up. No engine runs here, so
+//! this is how the compose file is kept from drifting.
+
+#[allow(dead_code)] // the API tests use the rest of the harness
+#[path = "api/harness.rs"]
+mod harness;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+use clap::CommandFactory;
+use harness::TestLab;
+use seckill::cli::Cli;
+use serde_yaml_ng::Value;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn compose() -> Value {
+    let text = std::fs::read_to_string(format!("{ROOT}/docker-compose.yml")).expect("compose");
+    serde_yaml_ng::from_str(&text).expect("YAML")
+}
+
+/// A service's environment keys (YAML aliases are resolved by the parser).
+fn env_keys(service: &Value) -> BTreeSet<String> {
+    service["environment"]
+        .as_mapping()
+        .expect("an environment mapping")
+        .keys()
+        .filter_map(|k| k.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn env_value(service: &Value, key: &str) -> String {
+    let env = &service["environment"];
+    env.get(key)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("{key} not set in {env:?}"))
+}
+
+/// Every environment variable `seckill serve` reads.
+fn serve_env() -> BTreeSet<String> {
+    let cli = Cli::command();
+    let serve = cli.find_subcommand("serve").expect("serve");
+    serve
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .map(|e| e.to_string_lossy().into_owned())
+        .chain(["RUST_LOG".to_owned()])
+        .collect()
+}
+
+#[test]
+fn compose_runs_the_services_the_lab_runs() {
+    let lab = TestLab::start(1);
+    let compose = compose();
+    let services: BTreeSet<String> = compose["services"]
+        .as_mapping()
+        .expect("services")
+        .iter()
+        .filter(|(_, s)| s.get("profiles").is_none())
+        .filter_map(|(name, _)| name.as_str().map(str::to_owned))
+        .collect();
+    // The lab's instances are compose's scaled `app` service.
+    let lab_services: BTreeSet<String> = lab
+        .info
+        .processes
+        .iter()
+        .map(|p| {
+            if p.name.starts_with("instance-") {
+                "app".to_owned()
+            } else {
+                p.name.clone()
+            }
+        })
+        .collect();
+    assert_eq!(services, lab_services);
+    for (name, service) in compose["services"].as_mapping().expect("services") {
+        assert!(
+            service.get("healthcheck").is_some() || service.get("profiles").is_some(),
+            "{name:?} has no healthcheck"
+        );
+    }
+}
+
+#[test]
+fn compose_gives_an_instance_what_the_lab_gives_it() {
+    let compose = compose();
+    let app = &compose["services"]["app"];
+    let keys = env_keys(app);
+    let info = seckill::lab::LabInfo {
+        gateway_url: String::new(),
+        admin_token: String::new(),
+        instances: Vec::new(),
+        redis_url: String::new(),
+        redlock_urls: Vec::new(),
+        postgres_url: String::new(),
+        zookeeper: String::new(),
+        processes: Vec::new(),
+        dir: std::env::temp_dir(),
+    };
+    let lab_env = seckill::lab::instance_env(&info, "x", SocketAddr::from(([127, 0, 0, 1], 1)));
+    for (key, _) in lab_env {
+        // Compose names each container by its host name instead.
+        if key != "SECKILL_INSTANCE" {
+            assert!(keys.contains(key), "compose's app lacks {key}");
+        }
+    }
+    let readable = serve_env();
+    for key in &keys {
+        assert!(
+            readable.contains(key),
+            "compose sets {key}, which seckill serve never reads"
+        );
+    }
+    // The RedLock masters and every backend host are compose services.
+    let services = compose["services"].as_mapping().expect("services");
+    for key in [
+        "SECKILL_REDIS_URL",
+        "SECKILL_REDLOCK_URLS",
+        "SECKILL_DATABASE_URL",
+        "SECKILL_ZOOKEEPER",
+    ] {
+        for url in env_value(app, key).split(',') {
+            let host = url
+                .rsplit('@')
+                .next()
+                .unwrap()
+                .trim_start_matches("redis://");
+            let host = host
+                .split(':')
+                .next()
+                .unwrap()
+                .trim_start_matches("postgres://");
+            assert!(
+                services.contains_key(host),
+                "{key} names {host}, not a compose service"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_gateway_template_gets_the_same_variables_and_ports_line_up() {
+    let compose = compose();
+    let template =
+        std::fs::read_to_string(format!("{ROOT}/nginx/seckill.conf.template")).expect("template");
+    let used: BTreeSet<String> = template
+        .split("${")
+        .skip(1)
+        .filter_map(|rest| rest.split('}').next())
+        .map(str::to_owned)
+        .collect();
+    let nginx = &compose["services"]["nginx"];
+    assert_eq!(
+        env_keys(nginx),
+        used,
+        "compose's nginx env vs the template's variables"
+    );
+    // The lab fills the same variables (src/lab/nginx.rs).
+    for var in &used {
+        assert!(
+            seckill::lab::nginx::TEMPLATE.contains(&format!("${{{var}}}")),
+            "{var}"
+        );
+    }
+
+    // nginx listens where compose publishes it; its upstream is the port
+    // the app listens on, which the Dockerfile exposes and the healthcheck
+    // probes.
+    let listen = env_value(nginx, "SECKILL_LISTEN");
+    let published = nginx["ports"][0].as_str().expect("a published port");
+    assert_eq!(published.split(':').nth(1), Some(listen.as_str()));
+    let app_listen = env_value(&compose["services"]["app"], "SECKILL_LISTEN")
+        .rsplit(':')
+        .next()
+        .expect("port")
+        .to_owned();
+    let upstream = env_value(nginx, "SECKILL_UPSTREAMS");
+    assert_eq!(upstream, format!("server app:{app_listen};"));
+    let dockerfile = std::fs::read_to_string(format!("{ROOT}/Dockerfile")).expect("Dockerfile");
+    assert!(dockerfile.contains(&format!("EXPOSE {app_listen}")));
+    let probe = format!("{:?}", compose["services"]["app"]["healthcheck"]["test"]);
+    assert!(
+        probe.contains(&format!("/127.0.0.1/{app_listen}")),
+        "{probe}"
+    );
+    // The JMeter service aims at the gateway's port.
+    let jmeter = format!("{:?}", compose["services"]["jmeter"]["command"]);
+    assert!(jmeter.contains(&format!("-Jport={listen}")), "{jmeter}");
+    assert!(jmeter.contains("/plans/seckill-compare.jmx"), "{jmeter}");
+}
