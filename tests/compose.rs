@@ -90,18 +90,11 @@ fn compose_gives_an_instance_what_the_lab_gives_it() {
     let compose = compose();
     let app = &compose["services"]["app"];
     let keys = env_keys(app);
-    let info = seckill::lab::LabInfo {
-        gateway_url: String::new(),
-        admin_token: String::new(),
-        instances: Vec::new(),
-        redis_url: String::new(),
-        redlock_urls: Vec::new(),
-        postgres_url: String::new(),
-        zookeeper: String::new(),
-        processes: Vec::new(),
-        dir: std::env::temp_dir(),
-    };
-    let lab_env = seckill::lab::instance_env(&info, "x", SocketAddr::from(([127, 0, 0, 1], 1)));
+    let lab_env = seckill::lab::instance_env(
+        &seckill::lab::LabInfo::default(),
+        "x",
+        SocketAddr::from(([127, 0, 0, 1], 1)),
+    );
     for (key, _) in lab_env {
         // Compose names each container by its host name instead.
         if key != "SECKILL_INSTANCE" {

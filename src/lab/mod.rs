@@ -64,8 +64,9 @@ pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'st
     ]
 }
 
-/// Where everything is; printed by `seckill lab --json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Where everything is; printed by `seckill lab --json`. Starts empty
+/// (`Default`) and is filled in as the processes come up.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LabInfo {
     /// nginx, the entry point.
     pub gateway_url: String,
@@ -134,15 +135,9 @@ impl Lab {
         let admin_token = args.admin_token.clone().unwrap_or_else(random_token);
         let mut lab = Self {
             info: LabInfo {
-                gateway_url: String::new(),
                 admin_token,
-                instances: Vec::new(),
-                redis_url: String::new(),
-                redlock_urls: Vec::new(),
-                postgres_url: String::new(),
-                zookeeper: String::new(),
-                processes: Vec::new(),
                 dir: dir.path().to_owned(),
+                ..LabInfo::default()
             },
             processes: Vec::new(),
             _dir: dir,
