@@ -19,6 +19,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 fn scenario(name: &str) -> Vec<ScenarioRow> {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let out = tempfile::NamedTempFile::new().expect("temp file");
+    let page = tempfile::NamedTempFile::new().expect("temp file");
     let status = Command::new(env!("CARGO_BIN_EXE_seckill"))
         .args([
             "race",
@@ -31,6 +32,8 @@ fn scenario(name: &str) -> Vec<ScenarioRow> {
         ])
         .args(["--concurrency", "50", "--json"])
         .arg(out.path())
+        .arg("--report")
+        .arg(page.path())
         .status()
         .expect("running seckill race");
     let rows: Vec<ScenarioRow> =
@@ -40,7 +43,53 @@ fn scenario(name: &str) -> Vec<ScenarioRow> {
         assert_eq!(row.row.client_ok, row.row.sold, "{row:?}");
     }
     assert!(status.success(), "{name}: seckill race exited {status}");
+    check_report(
+        &std::fs::read_to_string(page.path()).expect("report"),
+        &rows,
+    );
+    // `seckill report` draws the same from the JSON, and the chart alone.
+    let svg = tempfile::NamedTempFile::new().expect("temp file");
+    let redrawn = Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .arg("report")
+        .arg("--input")
+        .arg(out.path())
+        .arg("--out")
+        .arg(page.path())
+        .arg("--svg")
+        .arg(svg.path())
+        .status()
+        .expect("running seckill report");
+    assert!(redrawn.success());
+    check_report(
+        &std::fs::read_to_string(page.path()).expect("report"),
+        &rows,
+    );
+    let chart = std::fs::read_to_string(svg.path()).expect("svg");
+    assert!(chart.starts_with("<svg"), "{chart}");
+    assert_eq!(chart.matches(r#"class="bar""#).count(), rows.len());
     rows
+}
+
+/// The HTML page has a bar per row with its numbers, and a tick per met
+/// expectation (chart and table).
+fn check_report(page: &str, rows: &[ScenarioRow]) {
+    assert!(page.starts_with("<!doctype html>"));
+    assert!(
+        !page.contains("<script src") && !page.contains("<link"),
+        "self-contained"
+    );
+    assert_eq!(page.matches(r#"class="bar""#).count(), rows.len());
+    for row in rows {
+        let r = &row.row;
+        assert!(
+            page.contains(&format!(
+                r#"data-initial="{}" data-sold="{}" data-oversold="{}""#,
+                r.initial, r.sold, r.oversold
+            )),
+            "{row:?}"
+        );
+    }
+    assert_eq!(page.matches('✓').count(), 2 * rows.len(), "every row met");
 }
 
 fn row<'a>(rows: &'a [ScenarioRow], strategy: &str, variant: &str) -> &'a ScenarioRow {
