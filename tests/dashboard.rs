@@ -96,7 +96,8 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
     let url = format!("{}/", lab.info.gateway_url);
 
     // Two finished races (one oversold), then a slow one in progress while
-    // the browser looks.
+    // the browser looks: 100 sales of 60 ms each under one lock take 6 s,
+    // far longer than the browser needs.
     race_on(&gateway, 1500, "naive", 20, 100, 50, json!({"work_ms": 20})).await;
     race_on(&gateway, 1501, "redis-lua", 20, 100, 50, json!({})).await;
     let running = tokio::spawn({
@@ -106,10 +107,10 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
                 &gateway,
                 1502,
                 "redis-lock",
-                60,
+                100,
                 200,
                 20,
-                json!({"work_ms": 50}),
+                json!({"work_ms": 60}),
             )
             .await
         }
