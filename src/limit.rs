@@ -7,9 +7,12 @@
 //! is the classic bug: two concurrent requests of one buyer both pass the
 //! check, and a refusal that comes after the decrement leaks the unit.
 
+use redis::AsyncCommands;
 use sqlx::PgConnection;
 
 use crate::error::BackendError;
+use crate::product::keys;
+use crate::store::StoreKind;
 use crate::strategy::BuyCtx;
 
 /// Lua that returns `reached` when the buyer `ARGV[user]` already holds
@@ -54,4 +57,37 @@ pub async fn claim_pg(conn: &mut PgConnection, ctx: &BuyCtx<'_>) -> Result<bool,
         .await?
         .rows_affected();
     Ok(claimed == 1)
+}
+
+/// A hint, read before queueing for a lock: whether the buyer already
+/// holds `per_user_limit` units. A buyer at the limit is refused at once
+/// instead of taking its turn in the critical section only to be refused
+/// there. Never the decision: a buyer under the limit here may still be
+/// refused by the atomic step (its own concurrent request got there
+/// first).
+pub async fn already_reached(ctx: &BuyCtx<'_>, kind: StoreKind) -> Result<bool, BackendError> {
+    let limit = ctx.product.settings.per_user_limit;
+    if limit == 0 {
+        return Ok(false);
+    }
+    let held: Option<i64> = match kind {
+        StoreKind::Redis => {
+            ctx.redis
+                .clone()
+                .hget(keys::buyers(ctx.product.id), &ctx.order.user_id)
+                .await?
+        }
+        StoreKind::Postgres => {
+            sqlx::query_scalar(
+                "SELECT bought::bigint FROM buyer_counts \
+             WHERE product_id = $1 AND epoch = $2 AND user_id = $3",
+            )
+            .bind(ctx.product.id)
+            .bind(ctx.product.epoch)
+            .bind(&ctx.order.user_id)
+            .fetch_optional(&ctx.backends.pg)
+            .await?
+        }
+    };
+    Ok(held.unwrap_or(0) >= i64::from(limit))
 }

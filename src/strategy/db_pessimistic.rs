@@ -29,6 +29,10 @@ static INFO: Info = Info {
 impl DbPessimistic {
     async fn buy_locked_row(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let product = ctx.product;
+        // Not worth queueing on the row lock to be refused under it.
+        if limit::already_reached(ctx, StoreKind::Postgres).await? {
+            return Ok(Outcome::LimitReached);
+        }
         let mut tx = ctx.backends.pg.begin().await?;
         // FOR UPDATE takes the row lock now, so no other buyer can read
         // this stock until we commit: the read and the write cannot be

@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 
 use super::{BuyCtx, Info, Outcome, Strategy, section, store_of};
 use crate::error::BackendError;
+use crate::limit;
 use crate::lock::{Lock, Waiting};
 use crate::store::{self, StoreKind};
 use crate::telemetry;
@@ -40,6 +41,9 @@ impl<L: Lock + 'static> Locked<L> {
 impl<L: Lock> Locked<L> {
     async fn buy_locked(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let kind = store_of(&self.info, ctx.product);
+        if limit::already_reached(ctx, kind).await? {
+            return Ok(Outcome::LimitReached);
+        }
         let deadline =
             Instant::now() + Duration::from_millis(ctx.product.settings.acquire_timeout_ms);
         let guard = loop {

@@ -19,6 +19,7 @@ use uuid::Uuid;
 use super::{BuyCtx, Info, Outcome, StockLayout, Strategy, section};
 use crate::backoff;
 use crate::error::BackendError;
+use crate::limit;
 use crate::lock::redis_lock::{release_key, try_set};
 use crate::product::{Product, keys};
 use crate::store::StoreKind;
@@ -53,6 +54,9 @@ impl Segmented {
         let start = first_segment(&ctx.order.user_id, segments);
         let token = Uuid::new_v4().to_string();
         let deadline = Instant::now() + Duration::from_millis(product.settings.acquire_timeout_ms);
+        if limit::already_reached(ctx, StoreKind::Redis).await? {
+            return Ok(Outcome::LimitReached);
+        }
         let mut conn = ctx.redis.clone();
         for attempt in 0.. {
             let mut stock_seen = false;

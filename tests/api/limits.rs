@@ -76,3 +76,30 @@ async fn a_reset_gives_every_buyer_a_fresh_allowance() {
         assert_eq!(gateway.buy(id, "again").await, BuyResult::Ok, "{strategy}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buyer_at_the_limit_is_refused_without_queueing_for_the_lock() {
+    let gateway = shared().gateway();
+    for (id, strategy) in [(1140, "redis-lock"), (1141, "db-pessimistic")] {
+        // 1.5 s inside the lock (or the row lock): long enough that a
+        // refusal arriving while bob holds it cannot have waited its turn.
+        let body = json!({"stock": 5, "strategy": strategy, "per_user_limit": 1, "work_ms": 1500});
+        gateway.reset(id, &body).await.expect("reset");
+        assert_eq!(gateway.buy(id, "alice").await, BuyResult::Ok);
+        let bob = tokio::spawn({
+            let gateway = gateway.clone();
+            async move { gateway.buy(id, "bob").await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(
+            gateway.buy(id, "alice").await,
+            BuyResult::Failed("limit_reached".into()),
+            "{strategy}"
+        );
+        assert!(
+            !bob.is_finished(),
+            "{strategy}: alice was refused only after bob's turn"
+        );
+        assert_eq!(bob.await.expect("bob"), BuyResult::Ok);
+    }
+}
