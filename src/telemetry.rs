@@ -7,7 +7,7 @@
 //! sum over the instances' `/metrics`).
 
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use metrics::{counter, describe_counter, describe_histogram, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -86,8 +86,8 @@ fn describe() {
 
 /// One buy's outcome (`sold`, `sold_out`, `limit_reached`, `busy`,
 /// `error`) under `strategy`.
-pub fn buy(strategy: &str, outcome: &'static str) {
-    counter!(BUYS, "strategy" => strategy.to_owned(), "outcome" => outcome).increment(1);
+pub fn buy(strategy: &'static str, outcome: &'static str) {
+    counter!(BUYS, "strategy" => strategy, "outcome" => outcome).increment(1);
 }
 
 /// A `sold_out` answered from the local flag.
@@ -95,14 +95,19 @@ pub fn sold_out_flag() {
     counter!(SOLD_OUT_FLAG).increment(1);
 }
 
-/// A lock was acquired after `waited`.
-pub fn lock_wait(strategy: &'static str, waited: Duration) {
-    histogram!(LOCK_WAIT, "strategy" => strategy).record(waited.as_secs_f64());
-}
-
-/// A lock was held for `held`.
-pub fn lock_hold(strategy: &'static str, held: Duration) {
-    histogram!(LOCK_HOLD, "strategy" => strategy).record(held.as_secs_f64());
+/// Runs `section` under a lock just acquired by a buy that began at
+/// `started`: records how long the buyer waited for the lock and how long
+/// it held it.
+pub async fn holding<T>(
+    strategy: &'static str,
+    started: Instant,
+    section: impl Future<Output = T>,
+) -> T {
+    histogram!(LOCK_WAIT, "strategy" => strategy).record(started.elapsed().as_secs_f64());
+    let held = Instant::now();
+    let out = section.await;
+    histogram!(LOCK_HOLD, "strategy" => strategy).record(held.elapsed().as_secs_f64());
+    out
 }
 
 /// The writer stored a batch of `orders`, the oldest `oldest` old.

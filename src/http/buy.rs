@@ -1,5 +1,6 @@
 //! `POST /stock/{id}/buy`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -17,7 +18,7 @@ use crate::error::{ApiError, BackendError};
 use crate::idempotency::{self, Claim, Claimed, Sold};
 use crate::orders::Order;
 use crate::product::{Product, parse_id, truncate};
-use crate::strategy::{BuyCtx, Outcome};
+use crate::strategy::{BuyCtx, Outcome, Strategy};
 use crate::telemetry;
 
 /// Longest buyer id accepted.
@@ -56,6 +57,16 @@ pub async fn buy(
     let product = catalog::load(app.backends(), &mut redis, id)
         .await?
         .ok_or(ApiError::UnknownProduct(id))?;
+    let strategy = app
+        .registry()
+        .get(&product.strategy)
+        .ok_or_else(|| {
+            BackendError::Corrupt(format!(
+                "product {id} has unknown strategy {}",
+                product.strategy
+            ))
+        })?
+        .clone();
     let claim = match key {
         None => None,
         Some(key) => {
@@ -84,8 +95,9 @@ pub async fn buy(
         product = id,
         strategy = %product.strategy,
     );
-    let sale =
-        tokio::spawn(sell(app.clone(), redis, product, order, claim, started).instrument(span));
+    let sale = tokio::spawn(
+        sell(app.clone(), strategy, redis, product, order, claim, started).instrument(span),
+    );
     let sold = sale
         .await
         .map_err(|e| BackendError::Task(e.to_string()))??;
@@ -97,18 +109,13 @@ pub async fn buy(
 /// seen here sets the instance's sold-out flag.
 async fn sell(
     app: AppState,
+    strategy: Arc<dyn Strategy>,
     mut redis: redis::aio::MultiplexedConnection,
     product: Product,
     order: Order,
     claim: Option<Claim>,
     started: Instant,
 ) -> Result<Sold, ApiError> {
-    let strategy = app.registry().get(&product.strategy).ok_or_else(|| {
-        BackendError::Corrupt(format!(
-            "product {} has unknown strategy {}",
-            product.id, product.strategy
-        ))
-    });
     let ctx = BuyCtx {
         started,
         redis: redis.clone(),
@@ -116,18 +123,9 @@ async fn sell(
         order: &order,
         backends: app.backends(),
     };
-    let outcome = match strategy {
-        Ok(strategy) => strategy.buy(&ctx).await,
-        Err(e) => Err(e),
-    };
-    let label = match &outcome {
-        Ok(Outcome::Sold) => "sold",
-        Ok(Outcome::SoldOut) => "sold_out",
-        Ok(Outcome::LimitReached) => "limit_reached",
-        Ok(Outcome::Busy { .. }) => "busy",
-        Err(_) => "error",
-    };
-    telemetry::buy(&product.strategy, label);
+    let outcome = strategy.buy(&ctx).await;
+    let label = outcome.as_ref().map_or("error", Outcome::label);
+    telemetry::buy(strategy.info().id, label);
     tracing::debug!(outcome = label, "buy done");
     let refusal = match outcome {
         Ok(Outcome::Sold) => {

@@ -10,12 +10,10 @@
 
 use std::fmt::Write;
 
-use serde::Deserialize;
-
 use crate::ledger::Ledger;
 
 /// One row of the chart.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Bar {
     /// What the row is: the strategy, with the scenario and variant when
     /// there are some.
@@ -37,12 +35,19 @@ pub struct Bar {
 }
 
 /// A scenario's expectation for a row.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
     /// The outcome predicted, in words.
     pub expected: String,
     /// Whether it happened.
     pub met: bool,
+}
+
+impl Verdict {
+    /// ✓ when met, ✗ when not: the chart and the table show the same mark.
+    pub fn mark(&self) -> &'static str {
+        if self.met { "✓" } else { "✗" }
+    }
 }
 
 impl Bar {
@@ -180,7 +185,7 @@ fn describe(bar: &Bar) -> String {
         parts.push(format!("p99 {p99:.0} ms"));
     }
     if let Some(verdict) = &bar.verdict {
-        parts.push(if verdict.met { "✓" } else { "✗" }.to_owned());
+        parts.push(verdict.mark().to_owned());
     }
     parts.join(" · ")
 }

@@ -136,7 +136,7 @@ pub fn html(title: &str, bars: &[Bar]) -> String {
             format!(
                 "<td class=\"{}\">{} {}</td>",
                 if v.met { "met" } else { "missed" },
-                if v.met { "✓" } else { "✗" },
+                v.mark(),
                 escape(&v.expected)
             )
         });

@@ -64,10 +64,8 @@ impl<L: Lock> Locked<L> {
                 return Ok(Outcome::busy("lock not acquired within acquire_timeout_ms"));
             }
         };
-        let held = Instant::now();
-        telemetry::lock_wait(self.info.id, ctx.started.elapsed());
-        let outcome = section::run(ctx, kind, guard.fence).await;
-        telemetry::lock_hold(self.info.id, held.elapsed());
+        let section = section::run(ctx, kind, guard.fence);
+        let outcome = telemetry::holding(self.info.id, ctx.started, section).await;
         if let Err(error) = self.lock.release(ctx, guard).await {
             // The sale (if any) is already recorded whole; a failed release
             // only delays the next holder until the lease runs out.

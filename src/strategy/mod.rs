@@ -88,6 +88,16 @@ impl Outcome {
             retry_after: Duration::from_secs(1),
         }
     }
+
+    /// The outcome's name in metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Sold => "sold",
+            Self::SoldOut => "sold_out",
+            Self::LimitReached => "limit_reached",
+            Self::Busy { .. } => "busy",
+        }
+    }
 }
 
 /// The connections every strategy may use.

@@ -71,10 +71,8 @@ impl Segmented {
                 if !try_set(&mut conn, &lock_key, &token, product.settings.lease_ms).await? {
                     continue;
                 }
-                telemetry::lock_wait(INFO.id, ctx.started.elapsed());
-                let held = Instant::now();
-                let outcome = sell_from(ctx, &stock_key).await;
-                telemetry::lock_hold(INFO.id, held.elapsed());
+                let section = sell_from(ctx, &stock_key);
+                let outcome = telemetry::holding(INFO.id, ctx.started, section).await;
                 if let Err(error) = release_key(&mut conn, &lock_key, &token).await {
                     tracing::warn!(%error, product = product.id, segment = k, "segment release failed");
                 }
