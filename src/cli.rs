@@ -1,7 +1,8 @@
-//! The command line: `seckill serve | lab | race`.
+//! The command line: `seckill serve | lab | race | report | strategies`.
 
 use clap::{Parser, Subcommand};
 
+use crate::generated::StrategiesArgs;
 use crate::lab::LabArgs;
 use crate::race::RaceArgs;
 use crate::report::ReportArgs;
@@ -43,4 +44,7 @@ pub enum Command {
     /// self-contained HTML page with the comparison chart, and optionally
     /// the chart alone as SVG.
     Report(ReportArgs),
+    /// Print the strategy catalogue (no server needed): as text, as JSON,
+    /// as the README's table or as JMeter's strategies.csv.
+    Strategies(StrategiesArgs),
 }

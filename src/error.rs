@@ -14,7 +14,7 @@ pub const LIMITED_BY: &str = "x-limited-by";
 /// A failure of a backend (Redis, PostgreSQL) while serving a request.
 ///
 /// Strategies return this for infrastructure trouble only; "sold out" and
-/// "busy" are ordinary [`crate::strategy::Outcome`]s, not errors.
+/// "busy" are ordinary outcomes of a sale, not errors.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// Redis refused, timed out or dropped the connection.
@@ -40,6 +40,13 @@ pub enum BackendError {
     #[error("corrupt data: {0}")]
     Corrupt(String),
 }
+
+/// Input the domain refuses (a malformed id, an out-of-range setting, an
+/// unknown strategy): a domain error with the reason, which the HTTP layer
+/// answers as 400 `bad_request` (see [`ApiError`]'s `From`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
 
 /// Everything an HTTP handler can answer with besides success.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +97,12 @@ pub enum ApiError {
     /// opaque message and no sale was recorded.
     #[error(transparent)]
     Backend(#[from] BackendError),
+}
+
+impl From<Invalid> for ApiError {
+    fn from(Invalid(reason): Invalid) -> Self {
+        Self::BadRequest(reason)
+    }
 }
 
 impl ApiError {

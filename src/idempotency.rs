@@ -26,8 +26,8 @@ use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::error::{ApiError, BackendError};
-use crate::lock::redis_lock::release_key;
+use crate::backends::lease::release_key;
+use crate::error::{BackendError, Invalid};
 use crate::product::{Product, keys, truncate};
 
 /// The request header.
@@ -64,14 +64,14 @@ pub struct Sold {
 
 /// The request's `Idempotency-Key`, if any: 1 to 128 visible ASCII
 /// characters.
-pub fn parse(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+pub fn parse(headers: &HeaderMap) -> Result<Option<String>, Invalid> {
     let Some(value) = headers.get(HEADER) else {
         return Ok(None);
     };
     let key = value.to_str().unwrap_or_default();
     let visible = |c: char| c.is_ascii_graphic();
     if key.is_empty() || key.len() > MAX_KEY_LEN || !key.chars().all(visible) {
-        return Err(ApiError::BadRequest(format!(
+        return Err(Invalid(format!(
             "Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters, got {:?}",
             truncate(&String::from_utf8_lossy(value.as_bytes()), 40)
         )));
@@ -94,6 +94,9 @@ pub enum Claimed {
     Owner(Claim),
     /// An earlier request with this key sold: its answer.
     Replay(Sold),
+    /// The request holding the key did not answer within the wait: the
+    /// client should retry later (with the same key).
+    InProgress,
 }
 
 /// Claims `key` for this request, or waits (up to what the product's
@@ -104,7 +107,7 @@ pub async fn claim(
     buyer: &str,
     key: &str,
     ttl: Duration,
-) -> Result<Claimed, ApiError> {
+) -> Result<Claimed, BackendError> {
     let redis_key = keys::idempotency(product.id, product.epoch, buyer, key);
     let pending = format!("pending:{}", Uuid::new_v4());
     let settings = &product.settings;
@@ -116,8 +119,7 @@ pub async fn claim(
             .arg(&pending)
             .arg(ttl.as_millis() as u64)
             .invoke_async(conn)
-            .await
-            .map_err(BackendError::from)?;
+            .await?;
         if found.is_empty() {
             return Ok(Claimed::Owner(Claim {
                 key: redis_key,
@@ -132,10 +134,7 @@ pub async fn claim(
             return Ok(Claimed::Replay(sold));
         }
         if Instant::now() >= deadline {
-            return Err(ApiError::Busy {
-                message: "a request with this Idempotency-Key is still in progress".into(),
-                retry_after: Duration::from_secs(1),
-            });
+            return Ok(Claimed::InProgress);
         }
         tokio::time::sleep(POLL).await;
     }

@@ -14,10 +14,11 @@ use redis::streams::StreamRangeReply;
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::backends::Backends;
 use crate::error::BackendError;
 use crate::orders::writer::parse_entry;
 use crate::product::{Product, Settings, keys};
-use crate::strategy::{Backends, Registry, StockLayout};
+use crate::strategy::{Catalogue, StockLayout};
 
 /// One product's line of the comparison.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -54,7 +55,7 @@ type StreamOrders = HashMap<(i64, i64), Vec<Uuid>>;
 /// The ledger of each given product, in the given order.
 pub async fn compute(
     backends: &Backends,
-    registry: &Registry,
+    catalogue: &Catalogue,
     products: &[Product],
 ) -> Result<Vec<Ledger>, BackendError> {
     let in_stream = stream_orders(backends).await?;
@@ -74,7 +75,7 @@ pub async fn compute(
         .bind(&pending_ids)
         .fetch_one(&backends.pg)
         .await?;
-        let layout = match registry.get(&product.strategy) {
+        let layout = match catalogue.get(&product.strategy) {
             Some(strategy) => strategy.layout(product),
             None => StockLayout::Redis(vec![keys::stock(product.id)]),
         };

@@ -1,37 +1,62 @@
 //! seckill: a flash-sale inventory backend and a laboratory of the ways to
 //! protect a hot stock counter.
 //!
-//! Map of the crate:
-//! - [`serve`]: one instance (pools, migrations, order writer, HTTP server);
-//!   [`http`] its routes; [`edge`] its rate limits and overload
-//!   protection; [`error`] the status table in one place.
-//! - [`strategy`]: the ways to sell a unit, chosen per product from a
-//!   registry; [`lock`] the locks the locked strategies compose with the
-//!   shared critical section; [`store`] the Redis stock store.
-//! - [`catalog`]: products (load on the buy path, reset everywhere);
-//!   [`product`] their types and key names.
+//! Map of the crate, by layer. Dependencies point down only (a module
+//! `use`s its own layer or a lower one), so each layer reads and tests on
+//! its own; docs/architecture.md has the picture.
+//!
+//! **Ground** — data and handles, no knowledge of selling:
+//! - [`product`]: products, their [`product::Settings`] and Redis key names;
+//! - [`info`]: what the catalogue says about a strategy and what it is
+//!   expected to do under each hazard;
+//! - [`backends`]: the Redis, PostgreSQL, RedLock and ZooKeeper handles, and
+//!   the [`backends::Footprint`] a product leaves in them;
 //! - [`orders`]: what a sale records, and the writer that moves Redis-sold
-//!   orders into PostgreSQL; [`ledger`] counts them honestly.
+//!   orders into PostgreSQL;
+//! - [`sale`]: what one buy carries through the selling layers;
+//! - [`error`]: the errors and the status table in one place;
+//!   [`telemetry`] the metrics; [`backoff`] retry pacing.
+//!
+//! **Selling** — how a unit is sold:
+//! - [`lock`]: the locks; [`store`]: where a critical section reads and
+//!   writes the stock; [`limit`]: the per-buyer limit;
+//! - [`strategy`]: the ways to sell a unit (locked ones compose a lock with
+//!   the shared critical section) and their [`strategy::Catalogue`].
+//!
+//! **Service** — one instance:
+//! - [`products`]: the product store (load on the buy path, reset
+//!   everywhere); [`ledger`]: counts orders honestly;
+//!   [`idempotency`], [`soldout`], [`edge`]: the buy path's guards;
+//!   [`chart`]: the comparison drawn as SVG;
+//! - [`http`]: the routes; [`serve`]: pools, migrations, writer, server.
+//!
+//! **Tools** — start things, drive load, judge:
 //! - [`lab`]: the whole topology natively, for users and tests alike;
-//!   [`race`] the load driver and the comparison.
-//! - [`soldout`]: the local sold-out flag, cleared on every instance by a
-//!   reset.
+//! - [`race`]: the load driver, the comparison and the scenarios;
+//! - [`report`]: a race as an HTML page; [`generated`]: the README's
+//!   strategy table and JMeter's CSV, from the catalogue; [`cli`]: the
+//!   command line.
 
+pub mod backends;
 pub mod backoff;
-pub mod catalog;
+pub mod chart;
 pub mod cli;
 pub mod edge;
 pub mod error;
+pub mod generated;
 pub mod http;
 pub mod idempotency;
+pub mod info;
 pub mod lab;
 pub mod ledger;
 pub mod limit;
 pub mod lock;
 pub mod orders;
 pub mod product;
+pub mod products;
 pub mod race;
 pub mod report;
+pub mod sale;
 pub mod serve;
 pub mod soldout;
 pub mod store;

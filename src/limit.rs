@@ -2,7 +2,8 @@
 //! hold of a product.
 //!
 //! The check and the record are always one atomic step with the stock
-//! change: inside the same Lua script for Redis stores, inside the same
+//! change: inside the same Lua script for Redis stores (the shared steps
+//! of [`crate::store::script`]), inside the same
 //! transaction for PostgreSQL. Checking first and recording after the sale
 //! is the classic bug: two concurrent requests of one buyer both pass the
 //! check, and a refusal that comes after the decrement leaks the unit.
@@ -11,27 +12,8 @@ use redis::AsyncCommands;
 use sqlx::PgConnection;
 
 use crate::error::BackendError;
-use crate::product::keys;
-use crate::store::StoreKind;
-use crate::strategy::BuyCtx;
-
-/// Lua that returns `reached` when the buyer `ARGV[user]` already holds
-/// `ARGV[limit]` units in hash `hash` (a limit of 0 means unlimited). Put
-/// before any write of the script.
-pub fn lua_check(hash: &str, limit: usize, user: usize, reached: i64) -> String {
-    format!(
-        "if tonumber(ARGV[{limit}]) > 0 and \
-         tonumber(redis.call('HGET', {hash}, ARGV[{user}]) or '0') >= tonumber(ARGV[{limit}]) \
-         then return {reached} end"
-    )
-}
-
-/// Lua that counts one more unit for the buyer; put beside the decrement.
-pub fn lua_record(hash: &str, limit: usize, user: usize) -> String {
-    format!(
-        "if tonumber(ARGV[{limit}]) > 0 then redis.call('HINCRBY', {hash}, ARGV[{user}], 1) end"
-    )
-}
+use crate::product::{StoreKind, keys};
+use crate::sale::BuyCtx;
 
 /// One more unit for the buyer, unless the upsert's `WHERE` finds the
 /// limit reached (then no row is touched).

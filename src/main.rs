@@ -16,6 +16,7 @@ async fn main() -> ExitCode {
         Command::Lab(args) => seckill::lab::run(args).await.map(|()| true),
         Command::Race(args) => seckill::race::run(args).await,
         Command::Report(args) => seckill::report::run(args).await.map(|()| true),
+        Command::Strategies(args) => seckill::generated::run(&args).map(|()| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

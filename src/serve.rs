@@ -11,12 +11,13 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::backends::Backends;
+use crate::backends::redlock::Master;
 use crate::edge::EdgeArgs;
 use crate::http::{AppState, router};
-use crate::lock::redlock::Master;
 use crate::orders::writer;
 use crate::soldout::{self, SoldOutFlags};
-use crate::strategy::Backends;
+use crate::telemetry;
 
 /// Configuration of one instance; every flag has an environment fallback.
 #[derive(Debug, Clone, clap::Args)]
@@ -72,41 +73,40 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
-    let backends = connect(&args).await?;
-    // sqlx takes a PostgreSQL advisory lock around the migration, so
-    // instances starting together apply it once.
-    sqlx::migrate!()
-        .run(&backends.pg)
-        .await
-        .context("applying migrations")?;
+    let backends = prepare(&args).await?;
 
-    let (stop_writer, writer_stopped) = watch::channel(false);
+    // Every task of the instance stops on this one signal, sent once the
+    // HTTP server has finished its in-flight requests.
+    let (stop, stopping) = watch::channel(false);
     let consumer = format!("{instance}-{}", uuid::Uuid::new_v4().simple());
     let writer = tokio::spawn(writer::run(
         backends.redis_client.clone(),
         backends.pg.clone(),
         consumer,
-        writer_stopped,
+        stopping.clone(),
     ));
-
     let sold_out = Arc::new(SoldOutFlags::default());
-    tokio::spawn(soldout::listen(
+    let listener_task = tokio::spawn(soldout::listen(
         backends.redis_client.clone(),
         sold_out.clone(),
+        stopping.clone(),
     ));
+    let metrics = telemetry::install();
+    let upkeep = tokio::spawn(telemetry::upkeep(metrics.clone(), stopping));
     let state = AppState::new(
         backends,
         instance.clone(),
         args.admin_token,
         args.edge,
         sold_out,
-        crate::telemetry::install(),
+        metrics,
     );
     tracing::info!(%instance, listen = %listener.local_addr()?, "serving");
     serve(listener, state, shutdown_signal()).await?;
     tracing::info!("http stopped; draining the order writer");
-    let _ = stop_writer.send(true);
+    let _ = stop.send(true);
     writer.await.context("order writer panicked")?;
+    let _ = tokio::join!(listener_task, upkeep);
     tracing::info!("stopped");
     Ok(())
 }
@@ -124,6 +124,19 @@ pub async fn serve(
         .with_graceful_shutdown(shutdown)
         .await
         .context("http server")
+}
+
+/// Pools for every backend, with the database migrated: what an instance
+/// (or an in-process test of the router) needs before it can serve.
+pub async fn prepare(args: &ServeArgs) -> anyhow::Result<Backends> {
+    let backends = connect(args).await?;
+    // sqlx takes a PostgreSQL advisory lock around the migration, so
+    // instances starting together apply it once.
+    sqlx::migrate!()
+        .run(&backends.pg)
+        .await
+        .context("applying migrations")?;
+    Ok(backends)
 }
 
 /// Pools for every backend, retrying while they come up (compose starts

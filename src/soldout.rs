@@ -28,6 +28,9 @@ pub const RESETS: &str = "seckill:resets";
 pub const FLAG_TTL: Duration = Duration::from_secs(5);
 /// How long a reset waits for the instances' acknowledgements.
 const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest single wait for one acknowledgement, in seconds: under the
+/// Redis connection's 500 ms response timeout.
+const ACK_BLOCK_SECS: f64 = 0.2;
 
 /// Products this instance knows to be sold out, with when it learned it.
 #[derive(Default)]
@@ -65,12 +68,21 @@ impl SoldOutFlags {
     }
 }
 
-/// Listens for resets until the process ends, clearing flags and
+/// Listens for resets until `shutdown` turns true, clearing flags and
 /// acknowledging; reconnects after a lost subscription.
-pub async fn listen(client: redis::Client, flags: Arc<SoldOutFlags>) {
-    loop {
-        if let Err(error) = listen_once(&client, &flags).await {
-            tracing::warn!(%error, "reset listener lost its subscription; reconnecting");
+pub async fn listen(
+    client: redis::Client,
+    flags: Arc<SoldOutFlags>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    while !*shutdown.borrow() {
+        tokio::select! {
+            result = listen_once(&client, &flags) => {
+                if let Err(error) = result {
+                    tracing::warn!(%error, "reset listener lost its subscription; reconnecting");
+                }
+            }
+            _ = shutdown.changed() => return,
         }
         flags.clear_all();
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -121,9 +133,12 @@ pub async fn broadcast_reset(
     let key = ack_key(&token);
     let started = Instant::now();
     let mut acked = 0;
+    // Each acknowledgement is one element: BLPOP returns as soon as one
+    // arrives. Short blocks keep each call within the connection's
+    // response timeout.
     while acked < receivers && started.elapsed() < ACK_TIMEOUT {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        acked = conn.llen(&key).await?;
+        let popped: Option<(String, i64)> = conn.blpop(&key, ACK_BLOCK_SECS).await?;
+        acked += usize::from(popped.is_some());
     }
     let _: i64 = conn.del(&key).await?;
     if acked < receivers {

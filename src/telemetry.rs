@@ -49,17 +49,21 @@ pub fn install() -> PrometheusHandle {
                 .install_recorder()
                 .expect("the only recorder of this process");
             describe();
-            // Histograms are kept in a lock-free buffer that upkeep drains.
-            let upkeep = handle.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    upkeep.run_upkeep();
-                }
-            });
             handle
         })
         .clone()
+}
+
+/// Drains the histograms' lock-free buffers every few seconds (the
+/// recorder does not, and they would grow between scrapes) until
+/// `shutdown` turns true.
+pub async fn upkeep(handle: PrometheusHandle, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    while !*shutdown.borrow() {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(5)) => handle.run_upkeep(),
+            _ = shutdown.changed() => {}
+        }
+    }
 }
 
 fn describe() {

@@ -13,8 +13,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use harness::{TestLab, race_on};
+use seckill::chart;
 use seckill::ledger::Ledger;
-use seckill::report::chart;
 use serde_json::json;
 
 /// Runs headless Chromium on `url` with `extra` flags (a screenshot or a

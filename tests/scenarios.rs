@@ -11,7 +11,9 @@
 use std::process::Command;
 use std::sync::Mutex;
 
-use seckill::race::scenario::ScenarioRow;
+use seckill::info::{Expect, Hazard};
+use seckill::race::scenario::{MIN_SPEEDUP, ScenarioRow};
+use seckill::strategy::Catalogue;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -98,97 +100,115 @@ fn row<'a>(rows: &'a [ScenarioRow], strategy: &str, variant: &str) -> &'a Scenar
         .unwrap_or_else(|| panic!("no row {strategy} {variant:?} in {rows:?}"))
 }
 
+/// The strategies the catalogue declares under `hazard`, with what each
+/// should do there: the test's list, so a new strategy is checked too.
+fn under(hazard: Hazard) -> Vec<(&'static str, Expect)> {
+    Catalogue::new()
+        .infos()
+        .into_iter()
+        .filter_map(|info| Some((info.id, info.expect(hazard)?)))
+        .collect()
+}
+
+/// The scenario's key number, checked here from the row's own counts
+/// (not from the scenario's `met`).
+fn assert_key_number(row: &ScenarioRow, expect: Expect) {
+    let r = &row.row;
+    match expect {
+        Expect::Oversells => assert!(r.oversold > 0, "must oversell: {row:?}"),
+        Expect::NoOversell => assert_eq!(r.oversold, 0, "{row:?}"),
+        Expect::SellsAll => assert_eq!((r.sold, r.oversold), (r.initial, 0), "{row:?}"),
+        Expect::Stalls => assert_eq!(r.sold, 0, "a stalled product sells nothing: {row:?}"),
+        Expect::Throttled => unreachable!("no strategy declares throttling"),
+    }
+}
+
+/// Every strategy the catalogue declares under `hazard` has a row, with
+/// its key number.
+fn assert_every_declared(rows: &[ScenarioRow], hazard: Hazard) {
+    let declared = under(hazard);
+    assert!(!declared.is_empty(), "no strategy declares {hazard:?}");
+    for (strategy, expect) in declared {
+        assert_key_number(row(rows, strategy, ""), expect);
+    }
+}
+
 #[test]
 fn contention_oversells_only_without_a_shared_lock() {
     let rows = scenario("contention");
-    assert_eq!(rows.len(), 14, "every strategy races");
-    assert!(row(&rows, "naive", "").row.oversold > 0);
-    assert!(row(&rows, "local-mutex", "").row.oversold > 0);
-    for safe in [
-        "redis-lock",
-        "redis-lua",
-        "db-atomic",
-        "zookeeper",
-        "segmented",
-    ] {
-        assert_eq!(row(&rows, safe, "").row.oversold, 0, "{safe}");
+    assert_eq!(
+        rows.len(),
+        Catalogue::new().ids().len(),
+        "every strategy races"
+    );
+    assert_every_declared(&rows, Hazard::Contention);
+    for info in Catalogue::new().infos().iter().filter(|i| i.safe) {
+        assert_eq!(row(&rows, info.id, "").row.oversold, 0, "{}", info.id);
     }
 }
 
 #[test]
 fn a_local_lock_holds_on_one_instance_only() {
     let rows = scenario("two-instances-local-lock");
-    assert_eq!(row(&rows, "local-mutex", "instances=1").row.oversold, 0);
-    assert!(row(&rows, "local-mutex", "instances=2").row.oversold > 0);
+    for (strategy, on_two) in under(Hazard::SecondInstance) {
+        assert_key_number(row(&rows, strategy, "instances=1"), Expect::SellsAll);
+        assert_key_number(row(&rows, strategy, "instances=2"), on_two);
+    }
 }
 
 #[test]
 fn expired_leases_oversell_and_the_fixes_do_not() {
     let rows = scenario("lease-expiry");
-    for unsafe_lock in ["setnx-naive", "redis-lock", "db-lock-table"] {
-        assert!(
-            row(&rows, unsafe_lock, "").row.oversold > 0,
-            "{unsafe_lock}"
-        );
-    }
-    for safe in [
-        "redisson",
-        "fenced",
-        "zookeeper",
-        "db-pessimistic",
-        "db-optimistic",
-        "db-atomic",
-    ] {
-        assert_eq!(row(&rows, safe, "").row.oversold, 0, "{safe}");
-    }
+    assert_every_declared(&rows, Hazard::LeaseExpiry);
 }
 
 #[test]
 fn a_frozen_holder_breaks_redisson_but_not_the_fence() {
     let rows = scenario("frozen-holder");
-    assert_eq!(row(&rows, "redisson", "").row.oversold, 1);
-    let fenced = &row(&rows, "fenced", "").row;
-    assert_eq!((fenced.sold, fenced.oversold), (1, 0));
-    assert_eq!(
-        fenced.errors.get("busy"),
-        Some(&1),
-        "the stale write is refused"
-    );
+    assert_every_declared(&rows, Hazard::FrozenHolder);
+    for (strategy, expect) in under(Hazard::FrozenHolder) {
+        let r = &row(&rows, strategy, "").row;
+        match expect {
+            // Two buyers, one unit: both sold.
+            Expect::Oversells => assert_eq!(r.oversold, 1, "{r:?}"),
+            // The second buyer sold, so the resumed holder's stale write
+            // must have been refused.
+            _ => {
+                assert_eq!((r.sold, r.oversold), (1, 0), "{r:?}");
+                assert_eq!(r.errors.get("busy"), Some(&1), "stale write refused: {r:?}");
+            }
+        }
+    }
 }
 
 #[test]
 fn every_lock_but_setnx_recovers_from_a_crashed_holder() {
     let rows = scenario("holder-crash");
-    for recovering in [
-        "redis-lock",
-        "redisson",
-        "fenced",
-        "redlock",
-        "zookeeper",
-        "db-lock-table",
-        "db-pessimistic",
-    ] {
-        let r = &row(&rows, recovering, "").row;
-        assert_eq!((r.sold, r.oversold), (r.initial, 0), "{recovering}: {r:?}");
-    }
-    let stalled = &row(&rows, "setnx-naive", "").row;
-    assert_eq!(stalled.sold, 0, "a lock without a TTL stalls the product");
+    assert_every_declared(&rows, Hazard::HolderCrash);
 }
 
 #[test]
 fn redlock_survives_a_minority_down_and_multilock_does_not() {
     let rows = scenario("redlock-minority-down");
-    let majority = &row(&rows, "redlock", "quorum=majority").row;
-    assert_eq!((majority.sold, majority.oversold), (majority.initial, 0));
-    let all = &row(&rows, "redlock", "quorum=all").row;
-    assert_eq!((all.sold, all.oversold), (0, 0));
+    for (strategy, expect) in under(Hazard::MinorityDown) {
+        assert_key_number(row(&rows, strategy, "quorum=majority"), expect);
+        let all = &row(&rows, strategy, "quorum=all").row;
+        assert_eq!((all.sold, all.oversold), (0, 0), "{all:?}");
+    }
 }
 
 #[test]
 fn segments_scale_a_hot_lock() {
     let rows = scenario("segment-scaling");
     assert_eq!(rows.len(), 5);
-    assert!(rows.iter().all(|r| r.row.oversold == 0));
+    assert!(rows.iter().all(|r| r.row.oversold == 0), "{rows:?}");
+    // The speed-up as a ratio of two rows of the same run.
+    let one = row(&rows, "segmented", "segments=1").row.rps;
+    let eight = row(&rows, "segmented", "segments=8").row.rps;
+    assert!(
+        eight >= MIN_SPEEDUP * one,
+        "8 segments: {eight:.0} rps, 1 segment: {one:.0} rps"
+    );
 }
 
 #[test]

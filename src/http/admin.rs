@@ -7,9 +7,9 @@ use axum::http::{HeaderMap, header};
 use subtle::ConstantTimeEq;
 
 use super::AppState;
-use crate::catalog::{self, ResetRequest};
 use crate::error::ApiError;
-use crate::product::{Product, parse_id};
+use crate::product::{Product, ResetRequest, parse_id};
+use crate::products;
 use crate::soldout;
 
 /// Resets the product to the body's stock, strategy and settings.
@@ -23,8 +23,8 @@ pub async fn reset(
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let id = parse_id(&raw_id)?;
     let Json(request) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    request.validate(app.registry())?;
-    let product = catalog::reset(app.backends(), app.registry(), id, &request).await?;
+    products::validate(&request, app.catalogue())?;
+    let product = products::reset(app.backends(), app.catalogue(), id, &request).await?;
     // Every instance forgets the product's sold-out flag before the reset
     // answers, so nobody refuses the new stock.
     app.inner.sold_out.clear(id);

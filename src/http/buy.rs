@@ -13,12 +13,13 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::AppState;
-use crate::catalog;
 use crate::error::{ApiError, BackendError};
 use crate::idempotency::{self, Claim, Claimed, Sold};
 use crate::orders::Order;
 use crate::product::{Product, parse_id, truncate};
-use crate::strategy::{BuyCtx, Outcome, Strategy};
+use crate::products;
+use crate::sale::BuyCtx;
+use crate::strategy::{Outcome, Sells};
 use crate::telemetry;
 
 /// Longest buyer id accepted.
@@ -54,11 +55,11 @@ pub async fn buy(
     // One pool checkout per buy; every command below shares it.
     let pooled = app.redis().await?;
     let mut redis = (*pooled).clone();
-    let product = catalog::load(app.backends(), &mut redis, id)
+    let product = products::load(app.backends(), &mut redis, id)
         .await?
         .ok_or(ApiError::UnknownProduct(id))?;
     let strategy = app
-        .registry()
+        .catalogue()
         .get(&product.strategy)
         .ok_or_else(|| {
             BackendError::Corrupt(format!(
@@ -74,6 +75,12 @@ pub async fn buy(
             match idempotency::claim(&mut redis, &product, &user, &key, ttl).await? {
                 Claimed::Owner(claim) => Some(claim),
                 Claimed::Replay(sold) => return Ok(replayed(sold)),
+                Claimed::InProgress => {
+                    return Err(ApiError::Busy {
+                        message: "a request with this Idempotency-Key is still in progress".into(),
+                        retry_after: Duration::from_secs(1),
+                    });
+                }
             }
         }
     };
@@ -109,7 +116,7 @@ pub async fn buy(
 /// seen here sets the instance's sold-out flag.
 async fn sell(
     app: AppState,
-    strategy: Arc<dyn Strategy>,
+    strategy: Arc<dyn Sells>,
     mut redis: redis::aio::MultiplexedConnection,
     product: Product,
     order: Order,

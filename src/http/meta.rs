@@ -8,11 +8,11 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use crate::error::ApiError;
-use crate::strategy::Info;
+use crate::info::Info;
 
 /// The strategy catalogue.
 pub async fn strategies(State(app): State<AppState>) -> Json<Vec<Info>> {
-    Json(app.registry().infos())
+    Json(app.catalogue().infos())
 }
 
 /// Liveness: the process answers.
@@ -59,6 +59,6 @@ pub async fn config(State(app): State<AppState>) -> Json<Value> {
         "instance": app.inner.instance,
         "edge": app.inner.edge,
         "product_defaults": crate::product::Settings::default(),
-        "strategies": app.registry().ids(),
+        "strategies": app.catalogue().ids(),
     }))
 }

@@ -19,10 +19,11 @@ use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::GlobalKeyExtractor;
 
+use crate::backends::Backends;
 use crate::edge::{self, ClientIp, EdgeArgs};
 use crate::error::{ApiError, BackendError};
 use crate::soldout::SoldOutFlags;
-use crate::strategy::{Backends, Registry};
+use crate::strategy::Catalogue;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 /// State shared by every handler of one instance.
@@ -35,7 +36,7 @@ struct Inner {
     /// Redis and PostgreSQL pools.
     backends: Backends,
     /// Strategies by id.
-    registry: Registry,
+    catalogue: Catalogue,
     /// This instance's name, returned as `served_by` so a client can see
     /// the round-robin at work.
     instance: String,
@@ -63,7 +64,7 @@ impl AppState {
         Self {
             inner: Arc::new(Inner {
                 backends,
-                registry: Registry::new(),
+                catalogue: Catalogue::new(),
                 instance,
                 admin_token,
                 edge,
@@ -77,8 +78,8 @@ impl AppState {
         &self.inner.backends
     }
 
-    fn registry(&self) -> &Registry {
-        &self.inner.registry
+    fn catalogue(&self) -> &Catalogue {
+        &self.inner.catalogue
     }
 
     /// One pooled Redis connection for the whole request: deadpool pings a
@@ -147,11 +148,16 @@ fn rate_limited(route: MethodRouter<AppState>, edge: &EdgeArgs) -> MethodRouter<
         .burst_size(edge.rate_burst.max(1))
         .finish()
         .expect("a non-zero period and burst always make a config");
-    let limiter = per_client.limiter().clone();
+    // The sweeper holds the limiter weakly: it ends once the router (and
+    // with it the limiter) is dropped at shutdown.
+    let limiter = std::sync::Arc::downgrade(per_client.limiter());
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(60)).await;
-            limiter.retain_recent();
+            match limiter.upgrade() {
+                Some(limiter) => limiter.retain_recent(),
+                None => return,
+            }
         }
     });
     let mut route = route.layer(GovernorLayer::new(per_client).error_handler(edge::governor_error));

@@ -9,11 +9,11 @@ use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
 use super::AppState;
-use crate::catalog;
+use crate::chart::{self, Bar};
 use crate::error::ApiError;
 use crate::ledger::{self, Ledger};
 use crate::product::parse_id;
-use crate::report::chart::{self, Bar};
+use crate::products;
 
 /// The live dashboard (`GET /`): the comparison chart, refreshed every
 /// second from `/report?format=svg`.
@@ -28,10 +28,10 @@ pub async fn one(
 ) -> Result<Json<Ledger>, ApiError> {
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let id = parse_id(&raw_id)?;
-    let product = catalog::load(app.backends(), &mut *app.redis().await?, id)
+    let product = products::load(app.backends(), &mut *app.redis().await?, id)
         .await?
         .ok_or(ApiError::UnknownProduct(id))?;
-    let mut ledgers = ledger::compute(app.backends(), app.registry(), &[product]).await?;
+    let mut ledgers = ledger::compute(app.backends(), app.catalogue(), &[product]).await?;
     Ok(Json(ledgers.remove(0)))
 }
 
@@ -47,8 +47,8 @@ pub async fn all(
     query: Result<Query<ReportQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let products = catalog::all(app.backends()).await?;
-    let ledgers = ledger::compute(app.backends(), app.registry(), &products).await?;
+    let products = products::all(app.backends()).await?;
+    let ledgers = ledger::compute(app.backends(), app.catalogue(), &products).await?;
     match query.format.as_deref() {
         None | Some("json") => Ok(Json(ledgers).into_response()),
         Some("csv") => Ok((

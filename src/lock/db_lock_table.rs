@@ -7,38 +7,36 @@
 //! than `lease_ms` has its row taken over and two buyers are in the
 //! section. Safe while holders are alive and within their lease.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use uuid::Uuid;
 
-use super::{Guard, Lock};
+use super::{Lock, Token};
+use crate::backends::Footprint;
 use crate::backoff;
 use crate::error::BackendError;
-use crate::store::StoreKind;
-use crate::strategy::locked::Locked;
-use crate::strategy::{BuyCtx, Info, Strategy};
+use crate::info::{Expect, Hazard, Info};
+use crate::product::{Product, StoreKind};
+use crate::sale::BuyCtx;
 
-/// The `db-lock-table` strategy.
-pub fn strategy() -> Arc<dyn Strategy> {
-    Locked::strategy(
-        Info {
-            id: "db-lock-table",
-            backend: "postgres",
-            store: StoreKind::Postgres,
-            mechanism: "INSERT a row with a unique lock name to acquire, DELETE by owner to release; rows older than the lease are taken over",
-            safe: true,
-            safe_against: "many instances; a crashed holder (its row goes stale after lease_ms)",
-            unsafe_against: "a live holder slower than lease_ms (its row is taken over)",
-        },
-        DbLockTable,
-    )
-}
+/// The `db-lock-table` strategy's catalogue entry.
+pub const INFO: Info = Info {
+    id: "db-lock-table",
+    backend: "postgres",
+    store: StoreKind::Postgres,
+    mechanism: "INSERT a row with a unique lock name to acquire, DELETE by owner to release; rows older than the lease are taken over",
+    safe: true,
+    safe_against: "many instances; a crashed holder (its row goes stale after lease_ms)",
+    unsafe_against: "a live holder slower than lease_ms (its row is taken over)",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::Oversells),
+        (Hazard::HolderCrash, Expect::SellsAll),
+    ],
+};
 
 /// The lock row's name for a product.
-pub fn lock_name(product_id: i64) -> String {
+fn lock_name(product_id: i64) -> String {
     format!("product:{product_id}")
 }
 
@@ -58,50 +56,49 @@ const TAKE_OVER_SQL: &str = "UPDATE locks SET owner = $2, lease_ms = $3, acquire
 pub struct DbLockTable;
 
 impl Lock for DbLockTable {
-    fn acquire<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
+    type Guard = Token;
+
+    async fn acquire(
+        &self,
+        ctx: &BuyCtx<'_>,
         deadline: Instant,
-    ) -> BoxFuture<'a, Result<Option<Guard>, BackendError>> {
-        async move {
-            let name = lock_name(ctx.product.id);
-            let owner = Uuid::new_v4().to_string();
-            loop {
-                for sql in [INSERT_SQL, TAKE_OVER_SQL] {
-                    let took: Option<String> = sqlx::query_scalar(sql)
-                        .bind(&name)
-                        .bind(&owner)
-                        .bind(ctx.product.settings.lease_ms as i64)
-                        .fetch_optional(&ctx.backends.pg)
-                        .await?;
-                    if took.is_some() {
-                        return Ok(Some(Guard::with_token(owner)));
-                    }
+    ) -> Result<Option<Token>, BackendError> {
+        let name = lock_name(ctx.product.id);
+        let owner = Uuid::new_v4().to_string();
+        loop {
+            for sql in [INSERT_SQL, TAKE_OVER_SQL] {
+                let took: Option<String> = sqlx::query_scalar(sql)
+                    .bind(&name)
+                    .bind(&owner)
+                    .bind(ctx.product.settings.lease_ms as i64)
+                    .fetch_optional(&ctx.backends.pg)
+                    .await?;
+                if took.is_some() {
+                    return Ok(Some(Token(owner)));
                 }
-                if Instant::now() >= deadline {
-                    return Ok(None);
-                }
-                // Every attempt is two statements on the holder's database:
-                // a crowd that has waited long backs off to 250 ms.
-                tokio::time::sleep(backoff::delay_since(ctx.started, 250, deadline)).await;
             }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            // Every attempt is two statements on the holder's database:
+            // a crowd that has waited long backs off to 250 ms.
+            tokio::time::sleep(backoff::delay_since(ctx.started, 250, deadline)).await;
         }
-        .boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
-        guard: Guard,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            sqlx::query("DELETE FROM locks WHERE name = $1 AND owner = $2")
-                .bind(lock_name(ctx.product.id))
-                .bind(&guard.token)
-                .execute(&ctx.backends.pg)
-                .await?;
-            Ok(())
+    async fn release(&self, ctx: &BuyCtx<'_>, guard: Token) -> Result<(), BackendError> {
+        sqlx::query("DELETE FROM locks WHERE name = $1 AND owner = $2")
+            .bind(lock_name(ctx.product.id))
+            .bind(&guard.0)
+            .execute(&ctx.backends.pg)
+            .await?;
+        Ok(())
+    }
+
+    fn footprint(&self, product: &Product) -> Footprint {
+        Footprint {
+            lock_rows: vec![lock_name(product.id)],
+            ..Footprint::default()
         }
-        .boxed()
     }
 }

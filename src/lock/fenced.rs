@@ -10,67 +10,75 @@
 //! lock alone still admits two holders; the fence is what keeps the data
 //! safe.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use redis::AsyncCommands;
 
 use super::redis_lock::RedisLock;
-use super::{Guard, Lock};
+use super::{Lock, Token};
+use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::product::keys;
-use crate::store::StoreKind;
-use crate::strategy::locked::Locked;
-use crate::strategy::{BuyCtx, Info, Strategy};
+use crate::info::{Expect, Hazard, Info};
+use crate::product::{Product, StoreKind, keys};
+use crate::sale::BuyCtx;
 
-/// The `fenced` strategy.
-pub fn strategy() -> Arc<dyn Strategy> {
-    Locked::strategy(
-        Info {
-            id: "fenced",
-            backend: "redis",
-            store: StoreKind::Redis,
-            mechanism: "SET NX PX lock plus a fencing token from INCR; the store refuses writes older than the newest token it has seen",
-            safe: true,
-            safe_against: "a holder frozen or slowed past its lease (its late write is refused)",
-            unsafe_against: "nothing for the stock; a refused holder's buyer gets busy",
-        },
-        Fenced,
-    )
-}
+/// The `fenced` strategy's catalogue entry.
+pub const INFO: Info = Info {
+    id: "fenced",
+    backend: "redis",
+    store: StoreKind::Redis,
+    mechanism: "SET NX PX lock plus a fencing token from INCR; the store refuses writes older than the newest token it has seen",
+    safe: true,
+    safe_against: "a holder frozen or slowed past its lease (its late write is refused)",
+    unsafe_against: "nothing for the stock; a refused holder's buyer gets busy",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::NoOversell),
+        (Hazard::FrozenHolder, Expect::NoOversell),
+        (Hazard::HolderCrash, Expect::SellsAll),
+    ],
+};
 
 /// Lease lock with fencing tokens: [`RedisLock`] plus an `INCR`.
 pub struct Fenced;
 
+/// A [`RedisLock`] guard and the fencing token taken with it.
+pub struct FencedGuard {
+    lease: Token,
+    fence: u64,
+}
+
 impl Lock for Fenced {
-    fn acquire<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
+    type Guard = FencedGuard;
+
+    async fn acquire(
+        &self,
+        ctx: &BuyCtx<'_>,
         deadline: Instant,
-    ) -> BoxFuture<'a, Result<Option<Guard>, BackendError>> {
-        async move {
-            let Some(mut guard) = RedisLock.acquire(ctx, deadline).await? else {
-                return Ok(None);
-            };
-            // Monotonic across every holder and instance: Redis INCR.
-            let fence: u64 = ctx
-                .redis
-                .clone()
-                .incr(keys::fence(ctx.product.id), 1)
-                .await?;
-            guard.fence = Some(fence);
-            Ok(Some(guard))
-        }
-        .boxed()
+    ) -> Result<Option<FencedGuard>, BackendError> {
+        let Some(lease) = RedisLock.acquire(ctx, deadline).await? else {
+            return Ok(None);
+        };
+        // Monotonic across every holder and instance: Redis INCR.
+        let fence: u64 = ctx
+            .redis
+            .clone()
+            .incr(keys::fence(ctx.product.id), 1)
+            .await?;
+        Ok(Some(FencedGuard { lease, fence }))
     }
 
-    fn release<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
-        guard: Guard,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        RedisLock.release(ctx, guard)
+    async fn release(&self, ctx: &BuyCtx<'_>, guard: FencedGuard) -> Result<(), BackendError> {
+        RedisLock.release(ctx, guard.lease).await
+    }
+
+    fn fence(guard: &FencedGuard) -> Option<u64> {
+        Some(guard.fence)
+    }
+
+    fn footprint(&self, product: &Product) -> Footprint {
+        RedisLock
+            .footprint(product)
+            .and(Footprint::redis([keys::fence(product.id)]))
     }
 }

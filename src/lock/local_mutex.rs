@@ -9,30 +9,28 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
+use tokio::sync::OwnedMutexGuard;
 
-use super::{Guard, Lock};
+use super::Lock;
 use crate::error::BackendError;
-use crate::store::StoreKind;
-use crate::strategy::locked::Locked;
-use crate::strategy::{BuyCtx, Info, Strategy};
+use crate::info::{Expect, Hazard, Info};
+use crate::product::StoreKind;
+use crate::sale::BuyCtx;
 
-/// The `local-mutex` strategy.
-pub fn strategy() -> Arc<dyn Strategy> {
-    Locked::strategy(
-        Info {
-            id: "local-mutex",
-            backend: "redis",
-            store: StoreKind::Redis,
-            mechanism: "in-process mutex per product (\"synchronized\") around GET, check, SET",
-            safe: false,
-            safe_against: "concurrent buyers on one instance",
-            unsafe_against: "more than one instance: each has its own mutex",
-        },
-        LocalMutex::default(),
-    )
-}
+/// The `local-mutex` strategy's catalogue entry.
+pub const INFO: Info = Info {
+    id: "local-mutex",
+    backend: "redis",
+    store: StoreKind::Redis,
+    mechanism: "in-process mutex per product (\"synchronized\") around GET, check, SET",
+    safe: false,
+    safe_against: "concurrent buyers on one instance",
+    unsafe_against: "more than one instance: each has its own mutex",
+    under: &[
+        (Hazard::Contention, Expect::Oversells),
+        (Hazard::SecondInstance, Expect::Oversells),
+    ],
+};
 
 /// One async mutex per product id.
 #[derive(Default)]
@@ -53,27 +51,22 @@ impl LocalMutex {
 }
 
 impl Lock for LocalMutex {
-    fn acquire<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
+    /// Dropping the owned guard is the release.
+    type Guard = OwnedMutexGuard<()>;
+
+    async fn acquire(
+        &self,
+        ctx: &BuyCtx<'_>,
         deadline: Instant,
-    ) -> BoxFuture<'a, Result<Option<Guard>, BackendError>> {
-        async move {
-            let mutex = self.mutex(ctx.product.id);
-            let locked = tokio::time::timeout_at(deadline.into(), mutex.lock_owned()).await;
-            Ok(locked
-                .ok()
-                .map(|held| Guard::with_token(String::new()).holding(held)))
-        }
-        .boxed()
+    ) -> Result<Option<Self::Guard>, BackendError> {
+        let mutex = self.mutex(ctx.product.id);
+        Ok(tokio::time::timeout_at(deadline.into(), mutex.lock_owned())
+            .await
+            .ok())
     }
 
-    fn release<'a>(
-        &'a self,
-        _ctx: &'a BuyCtx<'a>,
-        guard: Guard,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
+    async fn release(&self, _ctx: &BuyCtx<'_>, guard: Self::Guard) -> Result<(), BackendError> {
         drop(guard);
-        futures::future::ready(Ok(())).boxed()
+        Ok(())
     }
 }

@@ -1,8 +1,13 @@
-//! Locks: acquire, hold a [`Guard`], release. A locked strategy is one of
-//! these composed with the shared critical section
-//! ([`crate::strategy::locked`]), so locks differ only in how they lock.
-//! Each file opens with the recipe it reproduces and its failure mode, and
-//! builds its strategy (`pub fn strategy()`).
+//! Locks: acquire, hold a guard, release. A locked strategy is one of these
+//! composed with the shared critical section
+//! ([`crate::strategy::locked::Locked`]), so locks differ only in how they
+//! lock. Each file opens with the recipe it reproduces and its failure
+//! mode, and describes the strategy it makes (`pub const INFO`); the
+//! catalogue puts the two together.
+//!
+//! Static dispatch: `Locked<L: Lock>` is generic, so the trait uses native
+//! `async fn` and each lock names its own guard type — no boxing, no
+//! downcasting what a guard keeps alive.
 
 pub mod db_lock_table;
 pub mod fenced;
@@ -13,49 +18,13 @@ pub mod redlock;
 pub mod setnx_naive;
 pub mod zookeeper;
 
-use std::any::Any;
+use std::future::Future;
 use std::time::Instant;
 
-use futures::future::BoxFuture;
-
+use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::strategy::BuyCtx;
-
-/// Proof of holding a lock, handed back to [`Lock::release`].
-pub struct Guard {
-    /// The owner token written into the lock, so release deletes only our
-    /// own lock and never another holder's.
-    pub token: String,
-    /// The fencing token, for locks that hand one out: the store refuses
-    /// writes carrying a token older than the newest it has seen.
-    pub fence: Option<u64>,
-    /// Whatever the lock must keep alive while held (an owned mutex guard,
-    /// a watchdog, a ZooKeeper lock node).
-    held: Option<Box<dyn Any + Send>>,
-}
-
-impl Guard {
-    /// A guard identified by an owner token.
-    pub fn with_token(token: String) -> Self {
-        Self {
-            token,
-            fence: None,
-            held: None,
-        }
-    }
-
-    /// Adds what must stay alive until release.
-    pub fn holding(mut self, held: impl Any + Send) -> Self {
-        self.held = Some(Box::new(held));
-        self
-    }
-
-    /// Takes back what [`Guard::holding`] stored, if it has type `T`.
-    pub fn take_held<T: Any>(&mut self) -> Option<T> {
-        let held = self.held.take()?;
-        held.downcast::<T>().ok().map(|b| *b)
-    }
-}
+use crate::product::Product;
+use crate::sale::BuyCtx;
 
 /// How a lock waits, which decides how the caller slices the wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,22 +41,44 @@ pub enum Waiting {
 
 /// A mutual-exclusion mechanism for one product's critical section.
 pub trait Lock: Send + Sync {
+    /// Proof of holding the lock, and whatever must stay alive while it is
+    /// held (an owned mutex guard, a watchdog, a ZooKeeper lock node).
+    type Guard: Send;
+
     /// Waits for the lock until `deadline`; `None` when it was not acquired.
-    fn acquire<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
+    fn acquire(
+        &self,
+        ctx: &BuyCtx<'_>,
         deadline: Instant,
-    ) -> BoxFuture<'a, Result<Option<Guard>, BackendError>>;
+    ) -> impl Future<Output = Result<Option<Self::Guard>, BackendError>> + Send;
 
     /// Releases a lock this buyer holds.
-    fn release<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
-        guard: Guard,
-    ) -> BoxFuture<'a, Result<(), BackendError>>;
+    fn release(
+        &self,
+        ctx: &BuyCtx<'_>,
+        guard: Self::Guard,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// The fencing token the guard carries, for locks that hand one out:
+    /// the store refuses writes carrying a token older than the newest it
+    /// has seen.
+    fn fence(_guard: &Self::Guard) -> Option<u64> {
+        None
+    }
 
     /// How it waits.
     fn waiting(&self) -> Waiting {
         Waiting::Sliced
     }
+
+    /// What the lock leaves behind per product (keys, rows, nodes), which a
+    /// reset clears.
+    fn footprint(&self, _product: &Product) -> Footprint {
+        Footprint::default()
+    }
 }
+
+/// A guard that is only an owner token (the value written into the lock),
+/// for the locks that need nothing else to release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token(pub String);

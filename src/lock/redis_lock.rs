@@ -6,70 +6,40 @@
 //! key expires, a second buyer takes the lock while the first is still in
 //! the section, and both sell from the same stock reading.
 
-use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use redis::Script;
-use redis::aio::MultiplexedConnection;
 use uuid::Uuid;
 
-use super::{Guard, Lock};
+use super::{Lock, Token};
+use crate::backends::Footprint;
+use crate::backends::lease::{release_key, try_set};
 use crate::backoff;
 use crate::error::BackendError;
-use crate::product::keys;
-use crate::store::StoreKind;
-use crate::strategy::locked::Locked;
-use crate::strategy::{BuyCtx, Info, Strategy};
+use crate::info::{Expect, Hazard, Info};
+use crate::product::{Product, StoreKind, keys};
+use crate::sale::BuyCtx;
 
-/// The `redis-lock` strategy.
-pub fn strategy() -> Arc<dyn Strategy> {
-    Locked::strategy(
-        Info {
-            id: "redis-lock",
-            backend: "redis",
-            store: StoreKind::Redis,
-            mechanism: "SET key uuid NX PX ttl; Lua compare-and-delete release; bounded retry with backoff",
-            safe: true,
-            safe_against: "many instances; a holder that finishes within its lease",
-            unsafe_against: "work that outlives lease_ms (the lock expires under the holder)",
-        },
-        RedisLock,
-    )
-}
-
-/// Deletes the lock only if it still holds our token, so a holder whose
-/// lease expired cannot delete the next holder's lock.
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    )
-});
+/// The `redis-lock` strategy's catalogue entry.
+pub const INFO: Info = Info {
+    id: "redis-lock",
+    backend: "redis",
+    store: StoreKind::Redis,
+    mechanism: "SET key uuid NX PX ttl; Lua compare-and-delete release; bounded retry with backoff",
+    safe: true,
+    safe_against: "many instances; a holder that finishes within its lease",
+    unsafe_against: "work that outlives lease_ms (the lock expires under the holder)",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::Oversells),
+        (Hazard::HolderCrash, Expect::SellsAll),
+    ],
+};
 
 /// The lease-based Redis lock.
 pub struct RedisLock;
 
-/// One `SET key token NX PX lease`: true when this call took the lock.
-pub async fn try_set(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    token: &str,
-    lease_ms: u64,
-) -> Result<bool, BackendError> {
-    let set: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg(token)
-        .arg("NX")
-        .arg("PX")
-        .arg(lease_ms)
-        .query_async(conn)
-        .await?;
-    Ok(set.is_some())
-}
-
-/// Retries [`try_set`] until `deadline`, backing off by how long the buy
-/// has waited (up to 16 ms).
+/// Retries [`try_set`] on `key` until `deadline`, backing off by how long
+/// the buy has waited (up to 16 ms).
 pub async fn spin(
     ctx: &BuyCtx<'_>,
     key: &str,
@@ -89,44 +59,29 @@ pub async fn spin(
     }
 }
 
-/// Deletes `key` only if it still holds `token`.
-pub async fn release_key(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    token: &str,
-) -> Result<(), BackendError> {
-    let _deleted: i64 = RELEASE.key(key).arg(token).invoke_async(conn).await?;
-    Ok(())
-}
-
 impl Lock for RedisLock {
-    fn acquire<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
+    type Guard = Token;
+
+    async fn acquire(
+        &self,
+        ctx: &BuyCtx<'_>,
         deadline: Instant,
-    ) -> BoxFuture<'a, Result<Option<Guard>, BackendError>> {
-        async move {
-            let token = Uuid::new_v4().to_string();
-            let key = keys::lock(ctx.product.id);
-            let held = spin(ctx, &key, &token, deadline).await?;
-            Ok(held.then(|| Guard::with_token(token)))
-        }
-        .boxed()
+    ) -> Result<Option<Token>, BackendError> {
+        let token = Uuid::new_v4().to_string();
+        let held = spin(ctx, &keys::lock(ctx.product.id), &token, deadline).await?;
+        Ok(held.then_some(Token(token)))
     }
 
-    fn release<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
-        guard: Guard,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            release_key(
-                &mut ctx.redis.clone(),
-                &keys::lock(ctx.product.id),
-                &guard.token,
-            )
-            .await
-        }
-        .boxed()
+    async fn release(&self, ctx: &BuyCtx<'_>, guard: Token) -> Result<(), BackendError> {
+        release_key(
+            &mut ctx.redis.clone(),
+            &keys::lock(ctx.product.id),
+            &guard.0,
+        )
+        .await
+    }
+
+    fn footprint(&self, product: &Product) -> Footprint {
+        Footprint::redis([keys::lock(product.id)])
     }
 }

@@ -15,35 +15,35 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use redis::Script;
 use redis::aio::MultiplexedConnection;
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::{Guard, Lock};
+use super::Lock;
+use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::product::keys;
-use crate::store::StoreKind;
-use crate::strategy::locked::Locked;
-use crate::strategy::{BuyCtx, Info, Strategy};
+use crate::info::{Expect, Hazard, Info};
+use crate::product::{Product, StoreKind, keys};
+use crate::sale::BuyCtx;
 
-/// The `redisson` strategy.
-pub fn strategy() -> Arc<dyn Strategy> {
-    Locked::strategy(
-        Info {
-            id: "redisson",
-            backend: "redis",
-            store: StoreKind::Redis,
-            mechanism: "reentrant hash lock (owner -> count) in Lua, watchdog renewing every lease/3, waiters woken by Pub/Sub",
-            safe: true,
-            safe_against: "work longer than the lease (the watchdog renews it); a crashed holder (the lease runs out)",
-            unsafe_against: "a frozen process: its watchdog freezes too and the lease expires under it",
-        },
-        Redisson::default(),
-    )
-}
+/// The `redisson` strategy's catalogue entry.
+pub const INFO: Info = Info {
+    id: "redisson",
+    backend: "redis",
+    store: StoreKind::Redis,
+    mechanism: "reentrant hash lock (owner -> count) in Lua, watchdog renewing every lease/3, waiters woken by Pub/Sub",
+    safe: true,
+    safe_against: "work longer than the lease (the watchdog renews it); a crashed holder (the lease runs out)",
+    unsafe_against: "a frozen process: its watchdog freezes too and the lease expires under it",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::SellsAll),
+        (Hazard::FrozenHolder, Expect::Oversells),
+        (Hazard::HolderCrash, Expect::SellsAll),
+    ],
+};
 
 /// KEYS: lock. ARGV: lease ms, owner. Nil when acquired (or re-entered),
 /// else the lock's remaining TTL in ms.
@@ -122,37 +122,65 @@ pub struct Redisson {
     /// Waiters per product on this instance. A std mutex: held only to look
     /// up an entry, never across an await.
     waiters: Arc<Mutex<HashMap<i64, Arc<Notify>>>>,
-    /// Started on first use; lives as long as the instance.
-    listener: OnceCell<()>,
+    /// The listener task, started on first use and aborted when the lock
+    /// (the instance's catalogue) is dropped at shutdown.
+    listener: std::sync::OnceLock<Task>,
 }
+
+/// A task that ends with its owner.
+struct Task(tokio::task::JoinHandle<()>);
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How long the listener waits before subscribing again after losing its
+/// subscription (Redis restarted, connection cut).
+const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(200);
 
 impl Redisson {
     fn notify(&self, product_id: i64) -> Arc<Notify> {
         notify_for(&self.waiters, product_id)
     }
 
-    /// Subscribes to every product's unlock channel once per instance.
-    async fn listen(&self, client: &redis::Client) -> Result<(), BackendError> {
-        self.listener
-            .get_or_try_init(|| async {
-                let mut pubsub = client.get_async_pubsub().await?;
-                pubsub.psubscribe("seckill:*:unlock").await?;
-                let waiters = self.waiters.clone();
-                tokio::spawn(async move {
+    /// Starts the instance's listener on first use.
+    fn listen(&self, client: &redis::Client) {
+        self.listener.get_or_init(|| {
+            let (client, waiters) = (client.clone(), self.waiters.clone());
+            Task(tokio::spawn(listen_forever(client, waiters)))
+        });
+    }
+}
+
+/// Subscribes to every product's unlock channel and wakes the product's
+/// waiters on each message; subscribes again whenever the subscription is
+/// lost. Meanwhile waiters still wake up when the holder's TTL runs out,
+/// and every waiter is woken on a loss, since a release may have been
+/// missed.
+async fn listen_forever(client: redis::Client, waiters: Arc<Mutex<HashMap<i64, Arc<Notify>>>>) {
+    loop {
+        match client.get_async_pubsub().await {
+            Ok(mut pubsub) => {
+                if pubsub.psubscribe("seckill:*:unlock").await.is_ok() {
                     let mut messages = pubsub.on_message();
                     while let Some(message) = messages.next().await {
                         if let Ok(id) = message.get_payload::<i64>() {
                             notify_for(&waiters, id).notify_waiters();
                         }
                     }
-                    tracing::warn!(
-                        "redisson unlock listener ended; waiters fall back to TTL polling"
-                    );
-                });
-                Ok::<(), BackendError>(())
-            })
-            .await?;
-        Ok(())
+                }
+                tracing::warn!("redisson unlock listener lost its subscription; resubscribing");
+            }
+            Err(error) => tracing::warn!(%error, "redisson unlock listener cannot subscribe"),
+        }
+        let all: Vec<Arc<Notify>> = {
+            let map = waiters.lock().unwrap_or_else(|p| p.into_inner());
+            map.values().cloned().collect()
+        };
+        all.iter().for_each(|n| n.notify_waiters());
+        tokio::time::sleep(RESUBSCRIBE_AFTER).await;
     }
 }
 
@@ -194,51 +222,56 @@ fn start_watchdog(
     }))
 }
 
+/// A held `redisson` lock: its owner token and the watchdog renewing it.
+pub struct RedissonGuard {
+    owner: String,
+    watchdog: Watchdog,
+}
+
 impl Lock for Redisson {
-    fn acquire<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
+    type Guard = RedissonGuard;
+
+    async fn acquire(
+        &self,
+        ctx: &BuyCtx<'_>,
         deadline: Instant,
-    ) -> BoxFuture<'a, Result<Option<Guard>, BackendError>> {
-        async move {
-            self.listen(&ctx.backends.redis_client).await?;
-            let id = ctx.product.id;
-            let lease = ctx.product.settings.lease_ms;
-            let owner = format!("{}:{}", ctx.order.served_by, Uuid::new_v4().simple());
-            let notify = self.notify(id);
-            let mut conn = ctx.redis.clone();
-            loop {
-                // Register for the wake-up before trying, so a release
-                // between the attempt and the wait is not missed.
-                let woken = notify.notified();
-                tokio::pin!(woken);
-                woken.as_mut().enable();
-                let Some(ttl) = try_lock(&mut conn, id, &owner, lease).await? else {
-                    let watchdog = start_watchdog(conn, id, owner.clone(), lease);
-                    return Ok(Some(Guard::with_token(owner).holding(watchdog)));
-                };
-                let now = Instant::now();
-                if now >= deadline {
-                    return Ok(None);
-                }
-                let wait = Duration::from_millis(ttl.max(1) as u64).min(deadline - now);
-                let _ = tokio::time::timeout(wait, woken).await;
+    ) -> Result<Option<RedissonGuard>, BackendError> {
+        self.listen(&ctx.backends.redis_client);
+        let id = ctx.product.id;
+        let lease = ctx.product.settings.lease_ms;
+        let owner = format!("{}:{}", ctx.order.served_by, Uuid::new_v4().simple());
+        let notify = self.notify(id);
+        let mut conn = ctx.redis.clone();
+        loop {
+            // Register for the wake-up before trying, so a release
+            // between the attempt and the wait is not missed.
+            let woken = notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let Some(ttl) = try_lock(&mut conn, id, &owner, lease).await? else {
+                let watchdog = start_watchdog(conn, id, owner.clone(), lease);
+                return Ok(Some(RedissonGuard { owner, watchdog }));
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
             }
+            let wait = Duration::from_millis(ttl.max(1) as u64).min(deadline - now);
+            let _ = tokio::time::timeout(wait, woken).await;
         }
-        .boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
-        mut guard: Guard,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            drop(guard.take_held::<Watchdog>());
-            let lease = ctx.product.settings.lease_ms;
-            unlock(&mut ctx.redis.clone(), ctx.product.id, &guard.token, lease).await?;
-            Ok(())
-        }
-        .boxed()
+    async fn release(&self, ctx: &BuyCtx<'_>, guard: RedissonGuard) -> Result<(), BackendError> {
+        let RedissonGuard { owner, watchdog } = guard;
+        // The watchdog stops before the unlock, so it cannot renew a lock
+        // that is no longer ours.
+        drop(watchdog);
+        let lease = ctx.product.settings.lease_ms;
+        unlock(&mut ctx.redis.clone(), ctx.product.id, &owner, lease).await?;
+        Ok(())
+    }
+
+    fn footprint(&self, product: &Product) -> Footprint {
+        Footprint::redis([keys::lock(product.id)])
     }
 }

@@ -13,37 +13,35 @@
 //! that is merely frozen keeps its session only as long as the timeout, so
 //! a freeze longer than it lets the next waiter in, like a lease.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use zookeeper_client as zk;
 
-use super::{Guard, Lock, Waiting};
+use super::{Lock, Waiting};
+use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::store::StoreKind;
-use crate::strategy::locked::Locked;
-use crate::strategy::{BuyCtx, Info, Strategy};
+use crate::info::{Expect, Hazard, Info};
+use crate::product::{Product, StoreKind};
+use crate::sale::BuyCtx;
 
-/// The `zookeeper` strategy.
-pub fn strategy() -> Arc<dyn Strategy> {
-    Locked::strategy(
-        Info {
-            id: "zookeeper",
-            backend: "zookeeper",
-            store: StoreKind::Redis,
-            mechanism: "ephemeral sequential node per buyer, watch only the predecessor (Curator's InterProcessMutex)",
-            safe: true,
-            safe_against: "many instances; slow holders (no lease to outlive); a crashed holder (its node dies with its session)",
-            unsafe_against: "a holder frozen longer than its session timeout (the session expires under it)",
-        },
-        ZooKeeperLock,
-    )
-}
+/// The `zookeeper` strategy's catalogue entry.
+pub const INFO: Info = Info {
+    id: "zookeeper",
+    backend: "zookeeper",
+    store: StoreKind::Redis,
+    mechanism: "ephemeral sequential node per buyer, watch only the predecessor (Curator's InterProcessMutex)",
+    safe: true,
+    safe_against: "many instances; slow holders (no lease to outlive); a crashed holder (its node dies with its session)",
+    unsafe_against: "a holder frozen longer than its session timeout (the session expires under it)",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::SellsAll),
+        (Hazard::HolderCrash, Expect::SellsAll),
+    ],
+};
 
 /// The per-product directory of lock nodes.
-pub fn lock_dir(product_id: i64) -> String {
+fn lock_dir(product_id: i64) -> String {
     format!("/seckill/locks/{product_id}")
 }
 
@@ -51,53 +49,51 @@ pub fn lock_dir(product_id: i64) -> String {
 pub struct ZooKeeperLock;
 
 impl Lock for ZooKeeperLock {
-    fn acquire<'a>(
-        &'a self,
-        ctx: &'a BuyCtx<'a>,
+    /// Our lock node; dropping it deletes the node.
+    type Guard = zk::OwnedLockClient;
+
+    async fn acquire(
+        &self,
+        ctx: &BuyCtx<'_>,
         deadline: Instant,
-    ) -> BoxFuture<'a, Result<Option<Guard>, BackendError>> {
-        async move {
-            let client =
-                ctx.backends.zookeeper.as_ref().ok_or_else(|| {
-                    BackendError::Unavailable("zookeeper is not configured".into())
-                })?;
-            let dir = lock_dir(ctx.product.id);
-            let prefix = zk::LockPrefix::new_curator(&dir, "lock-").map_err(zk_error)?;
-            let options = zk::LockOptions::new(zk::Acls::anyone_all())
-                .with_ancestor_options(zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
-                .map_err(zk_error)?;
-            match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", options)).await
-            {
-                Ok(locked) => {
-                    let owned = locked.map_err(zk_error)?.into_owned();
-                    Ok(Some(
-                        Guard::with_token(owned.lock_path().to_owned()).holding(owned),
-                    ))
-                }
-                // Dropping the wait deletes our node: we leave the queue.
-                Err(_elapsed) => Ok(None),
-            }
+    ) -> Result<Option<Self::Guard>, BackendError> {
+        let client = ctx
+            .backends
+            .zookeeper
+            .as_ref()
+            .ok_or_else(|| BackendError::Unavailable("zookeeper is not configured".into()))?;
+        let dir = lock_dir(ctx.product.id);
+        let prefix = zk::LockPrefix::new_curator(&dir, "lock-").map_err(zk_error)?;
+        let options = zk::LockOptions::new(zk::Acls::anyone_all())
+            .with_ancestor_options(zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
+            .map_err(zk_error)?;
+        match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", options)).await {
+            Ok(locked) => Ok(Some(locked.map_err(zk_error)?.into_owned())),
+            // Dropping the wait deletes our node: we leave the queue.
+            Err(_elapsed) => Ok(None),
         }
-        .boxed()
     }
 
-    fn release<'a>(
-        &'a self,
-        _ctx: &'a BuyCtx<'a>,
-        mut guard: Guard,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
+    async fn release(&self, _ctx: &BuyCtx<'_>, guard: Self::Guard) -> Result<(), BackendError> {
         // Dropping the lock client sends the delete of our node; ZooKeeper
         // orders it before anything this session does next.
-        drop(guard.take_held::<zk::OwnedLockClient>());
-        futures::future::ready(Ok(())).boxed()
+        drop(guard);
+        Ok(())
     }
 
     fn waiting(&self) -> Waiting {
         Waiting::Queued
     }
+
+    fn footprint(&self, product: &Product) -> Footprint {
+        Footprint {
+            lock_nodes: vec![lock_dir(product.id)],
+            ..Footprint::default()
+        }
+    }
 }
 
 /// ZooKeeper errors as backend errors.
-pub fn zk_error(error: zk::Error) -> BackendError {
+fn zk_error(error: zk::Error) -> BackendError {
     BackendError::ZooKeeper(error.to_string())
 }

@@ -1,7 +1,7 @@
 //! Orders: what a sale records, and how Redis-sold orders reach PostgreSQL.
 //!
 //! Database strategies insert their order in the stock transaction
-//! ([`insert_sql`]). Redis strategies append it to the stream
+//! ([`INSERT_SQL`]). Redis strategies append it to the stream
 //! [`crate::product::keys::ORDERS`] in the same atomic step as the stock
 //! write; [`writer`] moves the stream into PostgreSQL.
 
@@ -42,10 +42,39 @@ pub mod fields {
     pub const SERVED_BY: &str = "served_by";
 }
 
+/// The `orders` columns an order fills, in the order every statement
+/// binds them ([`Order::bind_insert`], the writer's batch insert). A macro
+/// so that the SQL around it can stay a compile-time `concat!`.
+macro_rules! order_columns {
+    () => {
+        "order_id, product_id, epoch, user_id, strategy, served_by"
+    };
+}
+pub(crate) use order_columns;
+
+/// A statement that inserts the order (bound by [`Order::bind_insert`] as
+/// `$1..$6`) once per row of the CTE `sold` that `$cte` defines: a
+/// conditional update and its order in one statement.
+macro_rules! insert_if_sold {
+    ($cte:literal) => {
+        concat!(
+            "WITH sold AS (",
+            $cte,
+            ") INSERT INTO orders (",
+            $crate::orders::order_columns!(),
+            ") SELECT $1, $2, $3, $4, $5, $6 FROM sold"
+        )
+    };
+}
+pub(crate) use insert_if_sold;
+
 /// The `INSERT` that records one order inside a database strategy's
-/// transaction; the same column order as the writer's batch insert.
-pub const INSERT_SQL: &str = "INSERT INTO orders (order_id, product_id, epoch, user_id, strategy, served_by) \
-     VALUES ($1, $2, $3, $4, $5, $6)";
+/// transaction.
+pub const INSERT_SQL: &str = concat!(
+    "INSERT INTO orders (",
+    order_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6)"
+);
 
 impl Order {
     /// Binds this order to [`INSERT_SQL`]'s parameters.
@@ -62,8 +91,8 @@ impl Order {
             .bind(&self.served_by)
     }
 
-    /// The stream fields as Lua ARGV, in the order the scripts' `XADD`
-    /// expects them after their own leading arguments.
+    /// The stream fields as Lua ARGV, in the order the selling scripts'
+    /// prelude names them (see [`crate::store::script`]).
     pub fn stream_args(&self) -> [String; 5] {
         [
             self.order_id.to_string(),
@@ -73,24 +102,4 @@ impl Order {
             self.served_by.clone(),
         ]
     }
-}
-
-/// The Lua fragment that appends an order; expects the epoch in `ARGV[1]`
-/// and [`Order::stream_args`] in `ARGV[base]..ARGV[base+4]`. Shared by every
-/// script that sells, so the stream's shape is written once.
-pub fn lua_xadd(stream_key: &str, base: usize) -> String {
-    format!(
-        "redis.call('XADD', {stream_key}, '*', '{o}', ARGV[{b0}], '{p}', ARGV[{b1}], '{e}', ARGV[1], '{u}', ARGV[{b2}], '{s}', ARGV[{b3}], '{sb}', ARGV[{b4}])",
-        o = fields::ORDER,
-        p = fields::PRODUCT,
-        e = fields::EPOCH,
-        u = fields::USER,
-        s = fields::STRATEGY,
-        sb = fields::SERVED_BY,
-        b0 = base,
-        b1 = base + 1,
-        b2 = base + 2,
-        b3 = base + 3,
-        b4 = base + 4,
-    )
 }

@@ -232,9 +232,12 @@ async fn insert_batch(pg: &PgPool, orders: &[Order]) -> Result<(), BackendError>
     let strategies: Vec<String> = orders.iter().map(|o| o.strategy.clone()).collect();
     let served: Vec<String> = orders.iter().map(|o| o.served_by.clone()).collect();
     sqlx::query(
-        "INSERT INTO orders (order_id, product_id, epoch, user_id, strategy, served_by) \
-         SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[]) \
-         ON CONFLICT (order_id) DO NOTHING",
+        concat!(
+            "INSERT INTO orders (",
+            super::order_columns!(),
+            ") SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[]) \
+             ON CONFLICT (order_id) DO NOTHING"
+        ),
     )
     .bind(ids)
     .bind(products)

@@ -54,8 +54,10 @@ impl Target {
         })
     }
 
-    /// Creates or resets a product with `body` (stock, strategy, settings).
-    pub async fn reset(&self, id: i64, body: &Value) -> anyhow::Result<Value> {
+    /// Creates or resets a product with `body`: a
+    /// [`crate::product::ResetRequest`], or any JSON (tests send malformed
+    /// ones).
+    pub async fn reset(&self, id: i64, body: &impl serde::Serialize) -> anyhow::Result<Value> {
         let response = self
             .http
             .put(format!("{}/admin/products/{id}", self.base))

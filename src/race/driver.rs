@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 use super::client::{BuyResult, Target};
 use crate::ledger::Ledger;
+use crate::product::{ResetRequest, Settings};
 
 /// One race's settings.
 #[derive(Debug, Clone)]
@@ -31,9 +31,8 @@ pub struct RaceSpec {
     /// first: arrivals spread over time instead of one burst, so a race
     /// that needs a buyer to arrive after a lease expired gets one.
     pub pace: Option<Duration>,
-    /// Strategy settings sent with the reset (`work_ms`, `lease_ms`, …);
-    /// keys left out take the product defaults.
-    pub settings: Map<String, Value>,
+    /// Strategy settings sent with the reset (`work_ms`, `lease_ms`, …).
+    pub settings: Settings,
 }
 
 /// One line of the comparison, as `seckill race --json` writes it.
@@ -68,41 +67,69 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs one race against `target` and returns its row.
 pub async fn race(target: &Target, spec: &RaceSpec) -> anyhow::Result<Row> {
-    let mut body = spec.settings.clone();
-    body.insert("stock".into(), spec.stock.into());
-    body.insert("strategy".into(), spec.strategy.clone().into());
-    target.reset(spec.product_id, &Value::Object(body)).await?;
-
-    let run = format!("{:08x}", rand::random::<u32>());
-    let done = Arc::new(AtomicUsize::new(0));
-    let progress = show_progress(&spec.strategy, spec.buyers, done.clone());
+    let reset = ResetRequest {
+        stock: spec.stock,
+        strategy: spec.strategy.clone(),
+        settings: spec.settings,
+    };
+    target.reset(spec.product_id, &reset).await?;
+    let prefix = format!("race-{:08x}", rand::random::<u32>());
     let started = Instant::now();
-    let outcomes: Vec<(BuyResult, Duration)> = futures::stream::iter(0..spec.buyers)
+    let outcomes = fire(
+        target,
+        spec.product_id,
+        &prefix,
+        spec.buyers,
+        spec.concurrency,
+        spec.pace,
+    )
+    .await;
+    let elapsed = started.elapsed();
+    let ledger = drained_ledger(target, spec.product_id).await?;
+    Ok(summarize(&spec.strategy, &ledger, &outcomes, elapsed))
+}
+
+/// What one buyer got, and how long it took.
+pub type Timed = (BuyResult, Duration);
+
+/// Fires `buyers` buys at `product`, each from a distinct buyer
+/// `{prefix}-{i}`, `concurrency` in flight at once; with `pace`, buyer `i`
+/// starts no earlier than `i × pace` after the first. Shows a progress
+/// counter when stderr is a terminal.
+pub async fn fire(
+    target: &Target,
+    product: i64,
+    prefix: &str,
+    buyers: usize,
+    concurrency: usize,
+    pace: Option<Duration>,
+) -> Vec<Timed> {
+    let done = Arc::new(AtomicUsize::new(0));
+    let progress = show_progress(prefix, buyers, done.clone());
+    let started = Instant::now();
+    let outcomes = futures::stream::iter(0..buyers)
         .map(|i| {
-            let user = format!("race-{run}-{i}");
+            let user = format!("{prefix}-{i}");
             let done = done.clone();
-            let start_at = spec.pace.map(|pace| started + pace * i as u32);
+            let start_at = pace.map(|pace| started + pace * i as u32);
             async move {
                 if let Some(at) = start_at {
                     tokio::time::sleep_until(at.into()).await;
                 }
                 let sent = Instant::now();
-                let result = target.buy(spec.product_id, &user).await;
+                let result = target.buy(product, &user).await;
                 done.fetch_add(1, Ordering::Relaxed);
                 (result, sent.elapsed())
             }
         })
-        .buffer_unordered(spec.concurrency.max(1))
+        .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
-    let elapsed = started.elapsed();
     if let Some(handle) = progress {
         handle.abort();
         eprint!("\r\x1b[2K");
     }
-
-    let ledger = drained_ledger(target, spec.product_id).await?;
-    Ok(summarize(&spec.strategy, &ledger, &outcomes, elapsed))
+    outcomes
 }
 
 /// Polls the ledger until no order of the product is left in the stream.
@@ -123,12 +150,7 @@ pub async fn drained_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> 
 }
 
 /// The row for `strategy` from the drained ledger and what the clients saw.
-pub fn summarize(
-    strategy: &str,
-    ledger: &Ledger,
-    outcomes: &[(BuyResult, Duration)],
-    elapsed: Duration,
-) -> Row {
+pub fn summarize(strategy: &str, ledger: &Ledger, outcomes: &[Timed], elapsed: Duration) -> Row {
     let mut errors = BTreeMap::new();
     let mut client_ok = 0;
     for (result, _) in outcomes {
@@ -169,18 +191,18 @@ fn round2(x: f64) -> f64 {
 
 /// A one-line progress counter on stderr, only when it is a terminal.
 fn show_progress(
-    strategy: &str,
+    label: &str,
     total: usize,
     done: Arc<AtomicUsize>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     if !std::io::stderr().is_terminal() {
         return None;
     }
-    let strategy = strategy.to_owned();
+    let label = label.to_owned();
     Some(tokio::spawn(async move {
         loop {
             let n = done.load(Ordering::Relaxed);
-            eprint!("\r\x1b[2K{strategy:<16} {n:>7}/{total} buys");
+            eprint!("\r\x1b[2K{label:<16} {n:>7}/{total} buys");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }))

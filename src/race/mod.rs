@@ -12,9 +12,9 @@ mod table;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use serde_json::{Map, Value};
 
 use crate::lab::{Lab, LabArgs};
+use crate::product::Settings;
 use client::Target;
 use driver::{RaceSpec, Row, race};
 
@@ -101,9 +101,7 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
         lab.stop().await;
     }
     let (rows, safe) = result?;
-    save(&args, &rows, || {
-        rows.iter().map(crate::report::from_row).collect()
-    })?;
+    save(&args, &rows)?;
     Ok(table::verdict(&rows, &safe))
 }
 
@@ -124,21 +122,16 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
     } else {
         args.strategies.clone()
     };
-    let mut settings = Map::new();
-    settings.insert("work_ms".into(), args.work_ms.into());
-    let optional = [
-        ("lease_ms", args.lease_ms.map(Value::from)),
-        (
-            "acquire_timeout_ms",
-            args.acquire_timeout_ms.map(Value::from),
-        ),
-        ("max_retries", args.max_retries.map(Value::from)),
-    ];
-    for (key, value) in optional {
-        if let Some(value) = value {
-            settings.insert(key.into(), value);
-        }
-    }
+    let defaults = Settings::default();
+    let settings = Settings {
+        work_ms: args.work_ms,
+        lease_ms: args.lease_ms.unwrap_or(defaults.lease_ms),
+        acquire_timeout_ms: args
+            .acquire_timeout_ms
+            .unwrap_or(defaults.acquire_timeout_ms),
+        max_retries: args.max_retries.unwrap_or(defaults.max_retries),
+        ..defaults
+    };
     let mut rows = Vec::new();
     for (index, strategy) in strategies.iter().enumerate() {
         let spec = RaceSpec {
@@ -148,7 +141,7 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             buyers: args.buyers,
             concurrency: args.concurrency,
             pace: None,
-            settings: settings.clone(),
+            settings,
         };
         rows.push(race(&target, &spec).await?);
     }
@@ -174,10 +167,8 @@ async fn run_scenario(name: &str, args: &RaceArgs) -> anyhow::Result<bool> {
         work_ms: args.work_ms,
     };
     let rows = scenario::run(name, knobs).await?;
-    print!("{}", scenario::render(&rows));
-    save(args, &rows, || {
-        rows.iter().map(crate::report::from_scenario_row).collect()
-    })?;
+    print!("{}", table::render_scenarios(&rows));
+    save(args, &rows)?;
     let missed: Vec<String> = rows
         .iter()
         .filter(|r| !r.met)
@@ -189,22 +180,20 @@ async fn run_scenario(name: &str, args: &RaceArgs) -> anyhow::Result<bool> {
     Ok(missed.is_empty())
 }
 
-/// Writes `--json` and `--report` when asked.
-fn save<T: serde::Serialize>(
-    args: &RaceArgs,
-    rows: &[T],
-    bars: impl FnOnce() -> Vec<crate::report::chart::Bar>,
-) -> anyhow::Result<()> {
+/// Writes `--json` and `--report` when asked; the report is drawn from
+/// the same JSON rows, as `seckill report --input` would.
+fn save<T: serde::Serialize>(args: &RaceArgs, rows: &[T]) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(rows)?;
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(rows)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.report {
         let title = match &args.scenario {
             Some(name) => format!("seckill race --scenario {name}"),
             None => "seckill race: sold vs stock per strategy".to_owned(),
         };
-        crate::report::write(path, None, &title, &bars())?;
+        let bars = crate::report::bars_from_json(&json)?;
+        crate::report::write(path, None, &title, &bars)?;
     }
     Ok(())
 }

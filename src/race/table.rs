@@ -1,46 +1,111 @@
-//! The comparison as a terminal table, and the race's verdict.
+//! The race's rows as an aligned terminal table (plain races and scenarios
+//! alike), and the plain race's verdict.
 
 use super::driver::Row;
+use super::scenario::ScenarioRow;
 
-/// The rows as an aligned table; safe strategies are marked `*`.
-pub fn render(rows: &[Row], safe: &[String]) -> String {
-    let mut out = format!(
-        "{:<16} {:>7} {:>7} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8} {:>8}  errors\n",
-        "strategy",
-        "initial",
-        "sold",
-        "client_ok",
-        "oversold",
-        "lost",
-        "remaining",
-        "rps",
-        "p50_ms",
-        "p99_ms"
-    );
-    for row in rows {
-        let mark = if safe.contains(&row.strategy) {
-            "*"
-        } else {
-            " "
-        };
-        let errors: Vec<String> = row.errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        out.push_str(&format!(
-            "{:<16} {:>7} {:>7} {:>9} {:>8} {:>6} {:>9} {:>9.0} {:>8.2} {:>8.2}  {}\n",
-            format!("{}{mark}", row.strategy),
-            row.initial,
-            row.sold,
-            row.client_ok,
-            row.oversold,
-            row.lost_updates,
-            row.remaining,
-            row.rps,
-            row.p50_ms,
-            row.p99_ms,
-            errors.join(" ")
-        ));
+/// A column: its header, its width, and whether it is left-aligned.
+type Column = (&'static str, usize, bool);
+
+/// The columns every table shares, after its own leading ones.
+const RACE: [Column; 9] = [
+    ("initial", 7, false),
+    ("sold", 7, false),
+    ("client_ok", 9, false),
+    ("oversold", 8, false),
+    ("lost", 6, false),
+    ("remaining", 9, false),
+    ("rps", 9, false),
+    ("p50_ms", 8, false),
+    ("p99_ms", 8, false),
+];
+
+/// The shared columns' cells of one row.
+fn race_cells(row: &Row) -> Vec<String> {
+    vec![
+        row.initial.to_string(),
+        row.sold.to_string(),
+        row.client_ok.to_string(),
+        row.oversold.to_string(),
+        row.lost_updates.to_string(),
+        row.remaining.to_string(),
+        format!("{:.0}", row.rps),
+        format!("{:.2}", row.p50_ms),
+        format!("{:.2}", row.p99_ms),
+    ]
+}
+
+fn errors(row: &Row) -> String {
+    let parts: Vec<String> = row.errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    parts.join(" ")
+}
+
+/// Lays out `lines` (cells, then free text) under `columns`.
+fn layout(columns: &[Column], tail: &str, lines: &[(Vec<String>, String)]) -> String {
+    let line = |cells: &[String], text: &str| {
+        let mut out = String::new();
+        for ((_, width, left), cell) in columns.iter().zip(cells) {
+            if *left {
+                out.push_str(&format!("{cell:<width$} "));
+            } else {
+                out.push_str(&format!("{cell:>width$} "));
+            }
+        }
+        format!("{} {text}\n", out.trim_end())
+    };
+    let headers: Vec<String> = columns.iter().map(|(h, _, _)| h.to_string()).collect();
+    let mut out = line(&headers, tail);
+    for (cells, text) in lines {
+        out.push_str(&line(cells, text));
     }
+    out
+}
+
+/// A plain race's rows; safe strategies are marked `*`.
+pub fn render(rows: &[Row], safe: &[String]) -> String {
+    let mut columns = vec![("strategy", 16, true)];
+    columns.extend(RACE);
+    let lines: Vec<(Vec<String>, String)> = rows
+        .iter()
+        .map(|row| {
+            let mark = if safe.contains(&row.strategy) {
+                "*"
+            } else {
+                ""
+            };
+            let mut cells = vec![format!("{}{mark}", row.strategy)];
+            cells.extend(race_cells(row));
+            (cells, errors(row))
+        })
+        .collect();
+    let mut out = layout(&columns, " errors", &lines);
     out.push_str("* = expected safe (must not oversell)\n");
     out
+}
+
+/// A scenario run: the race columns plus the variant, expected and met.
+pub fn render_scenarios(rows: &[ScenarioRow]) -> String {
+    let mut columns = vec![
+        ("scenario", 24, true),
+        ("strategy", 16, true),
+        ("variant", 14, true),
+    ];
+    columns.extend(RACE);
+    columns.push(("met", 5, true));
+    let lines: Vec<(Vec<String>, String)> = rows
+        .iter()
+        .map(|r| {
+            let mut cells = vec![
+                r.scenario.clone(),
+                r.row.strategy.clone(),
+                r.variant.clone(),
+            ];
+            cells.extend(race_cells(&r.row));
+            cells.push(if r.met { "yes" } else { "NO" }.to_owned());
+            (cells, format!("{} / {}", r.expected, errors(&r.row)))
+        })
+        .collect();
+    layout(&columns, "expected / errors", &lines)
 }
 
 /// `true` unless a safe strategy oversold or client 200s differ from

@@ -5,17 +5,15 @@
 //! Input is a race's `--json` output (plain or scenario rows) or a live
 //! gateway's `/report`.
 
-pub mod chart;
-
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde_json::Value;
 
+use serde::Deserialize;
+
+use crate::chart::{self, Bar, Verdict, escape};
 use crate::ledger::Ledger;
-use crate::race::driver::Row;
-use crate::race::scenario::ScenarioRow;
-use chart::{Bar, Verdict, escape};
 
 /// `seckill report`'s flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -87,44 +85,62 @@ pub fn bars_from_json(text: &str) -> anyhow::Result<Vec<Bar>> {
     items
         .into_iter()
         .map(|item| {
-            Ok(if item.get("scenario").is_some() {
-                from_scenario_row(&serde_json::from_value(item)?)
-            } else if item.get("epoch").is_some() {
+            Ok(if item.get("epoch").is_some() {
                 Bar::from_ledger(&serde_json::from_value::<Ledger>(item)?)
             } else {
-                from_row(&serde_json::from_value(item)?)
+                serde_json::from_value::<RaceLine>(item)?.into()
             })
         })
         .collect()
 }
 
-/// A plain race row.
-pub fn from_row(row: &Row) -> Bar {
-    Bar {
-        label: row.strategy.clone(),
-        strategy: row.strategy.clone(),
-        initial: row.initial,
-        sold: row.sold,
-        oversold: row.oversold,
-        rps: Some(row.rps),
-        p99_ms: Some(row.p99_ms),
-        verdict: None,
-    }
+/// What the report reads of a `seckill race --json` row (plain or
+/// scenario): its own view of the race's output, so the report depends on
+/// the JSON, not on the race's types.
+#[derive(Debug, Deserialize)]
+struct RaceLine {
+    strategy: String,
+    initial: i64,
+    sold: i64,
+    oversold: i64,
+    rps: f64,
+    p99_ms: f64,
+    /// Present on scenario rows only, as are the three below.
+    scenario: Option<String>,
+    #[serde(default)]
+    variant: String,
+    #[serde(default)]
+    expected: String,
+    #[serde(default)]
+    met: bool,
 }
 
-/// A scenario row, labelled with its scenario and variant.
-pub fn from_scenario_row(row: &ScenarioRow) -> Bar {
-    let mut label = format!("{}: {}", row.scenario, row.row.strategy);
-    if !row.variant.is_empty() {
-        label = format!("{label} ({})", row.variant);
-    }
-    Bar {
-        label,
-        verdict: Some(Verdict {
-            expected: row.expected.clone(),
-            met: row.met,
-        }),
-        ..from_row(&row.row)
+impl From<RaceLine> for Bar {
+    fn from(line: RaceLine) -> Self {
+        let (label, verdict) = match &line.scenario {
+            None => (line.strategy.clone(), None),
+            Some(scenario) => {
+                let mut label = format!("{scenario}: {}", line.strategy);
+                if !line.variant.is_empty() {
+                    label = format!("{label} ({})", line.variant);
+                }
+                let verdict = Verdict {
+                    expected: line.expected,
+                    met: line.met,
+                };
+                (label, Some(verdict))
+            }
+        };
+        Bar {
+            label,
+            strategy: line.strategy,
+            initial: line.initial,
+            sold: line.sold,
+            oversold: line.oversold,
+            rps: Some(line.rps),
+            p99_ms: Some(line.p99_ms),
+            verdict,
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-//! Stock stores: where a locked strategy's critical section reads the stock
-//! and writes it back together with the order.
+//! Stock stores: where a critical section reads the stock and writes it
+//! back together with the order.
 //!
 //! The read and the write are separate on purpose: between them lies the
 //! critical section that a lock must protect. Without a (working) lock two
@@ -14,65 +14,58 @@
 
 pub mod pg_store;
 pub mod redis_store;
+pub mod script;
 
-use serde::{Deserialize, Serialize};
-
+use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::strategy::BuyCtx;
+use crate::product::{Product, StoreKind, keys};
+use crate::sale::BuyCtx;
+pub use script::Written;
 
-/// Which store holds a product's stock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StoreKind {
-    /// `seckill:{id}:stock` in Redis; orders go through the stream.
-    Redis,
-    /// `products.stock` in PostgreSQL; orders inserted in the transaction.
+/// One stock counter: what a critical section reads and writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cell {
+    /// A Redis counter (the product's, or one segment's).
+    Redis(String),
+    /// The product's `products.stock`.
     Postgres,
 }
 
-/// What a write did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Written {
-    /// Stock written and order recorded, atomically.
-    Sold,
-    /// Nothing written: the product was reset since the buy began.
-    Reset,
-    /// Nothing written: the buyer already holds `per_user_limit` units.
-    LimitReached,
-    /// Nothing written: a holder with a newer fencing token touched the
-    /// stock since this one read it.
-    Fenced,
+impl Cell {
+    /// The product's whole stock in `kind`.
+    pub fn of(kind: StoreKind, product: &Product) -> Self {
+        match kind {
+            StoreKind::Redis => Self::Redis(keys::stock(product.id)),
+            StoreKind::Postgres => Self::Postgres,
+        }
+    }
+}
+
+/// What a store keeps for a product besides the stock it is reset with.
+pub fn footprint(kind: StoreKind, product: &Product) -> Footprint {
+    match kind {
+        StoreKind::Redis => Footprint::redis([keys::fence_seen(product.id)]),
+        StoreKind::Postgres => Footprint::default(),
+    }
 }
 
 /// Reads the stock, registering `fence` as the newest token if given.
-pub async fn read(
-    ctx: &BuyCtx<'_>,
-    kind: StoreKind,
-    fence: Option<u64>,
-) -> Result<i64, BackendError> {
-    match kind {
-        StoreKind::Redis => redis_store::read(&mut ctx.redis.clone(), ctx.product, fence).await,
-        StoreKind::Postgres => pg_store::read(ctx, fence).await,
+pub async fn read(ctx: &BuyCtx<'_>, cell: &Cell, fence: Option<u64>) -> Result<i64, BackendError> {
+    match cell {
+        Cell::Redis(key) => redis_store::read(ctx, key, fence).await,
+        Cell::Postgres => pg_store::read(ctx, fence).await,
     }
 }
 
 /// Writes `new_stock` and records the order in one atomic step.
 pub async fn write(
     ctx: &BuyCtx<'_>,
-    kind: StoreKind,
+    cell: &Cell,
     new_stock: i64,
     fence: Option<u64>,
 ) -> Result<Written, BackendError> {
-    match kind {
-        StoreKind::Redis => {
-            redis_store::write(
-                ctx,
-                &crate::product::keys::stock(ctx.product.id),
-                new_stock,
-                fence,
-            )
-            .await
-        }
-        StoreKind::Postgres => pg_store::write(ctx, new_stock, fence).await,
+    match cell {
+        Cell::Redis(key) => redis_store::write(ctx, key, new_stock, fence).await,
+        Cell::Postgres => pg_store::write(ctx, new_stock, fence).await,
     }
 }

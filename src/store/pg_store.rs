@@ -5,7 +5,7 @@ use super::Written;
 use crate::error::BackendError;
 use crate::limit;
 use crate::orders::INSERT_SQL;
-use crate::strategy::BuyCtx;
+use crate::sale::BuyCtx;
 
 /// The product's stock; with a fencing token, records it as the newest
 /// that has touched the row (in the same statement that reads).

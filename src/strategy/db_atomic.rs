@@ -5,26 +5,24 @@
 //! Known failure: none for correctness; every buyer queues on one hot row,
 //! so PostgreSQL's commit rate is the ceiling.
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
-
-use super::{BuyCtx, Info, Outcome, Strategy, section};
+use super::{Outcome, Strategy, section};
 use crate::error::BackendError;
+use crate::info::{Expect, Hazard, Info};
 use crate::limit;
-use crate::store::StoreKind;
+use crate::orders::insert_if_sold;
+use crate::product::StoreKind;
+use crate::sale::BuyCtx;
 
 /// Decrement and insert in one statement: the CTE's UPDATE yields a row only
 /// when stock was left, and the INSERT records an order only for that row.
-const SELL_SQL: &str = "WITH sold AS (\
-       UPDATE products SET stock = stock - 1 \
-       WHERE id = $2 AND epoch = $3 AND stock > 0 RETURNING id) \
-     INSERT INTO orders (order_id, product_id, epoch, user_id, strategy, served_by) \
-     SELECT $1, $2, $3, $4, $5, $6 FROM sold";
+const SELL_SQL: &str = insert_if_sold!(
+    "UPDATE products SET stock = stock - 1 WHERE id = $2 AND epoch = $3 AND stock > 0 RETURNING id"
+);
 
 /// The conditional-update strategy.
 pub struct DbAtomic;
 
-static INFO: Info = Info {
+const INFO: Info = Info {
     id: "db-atomic",
     backend: "postgres",
     store: StoreKind::Postgres,
@@ -32,10 +30,18 @@ static INFO: Info = Info {
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed clients",
     unsafe_against: "nothing for correctness; throughput is bounded by one hot row",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::SellsAll),
+    ],
 };
 
-impl DbAtomic {
-    async fn buy_atomic(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+impl Strategy for DbAtomic {
+    fn info(&self) -> &Info {
+        &INFO
+    }
+
+    async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let sell = ctx.order.bind_insert(sqlx::query(SELL_SQL));
         let settings = &ctx.product.settings;
         if settings.work_ms == 0 && settings.per_user_limit == 0 {
@@ -61,15 +67,5 @@ impl DbAtomic {
         section::work(ctx).await;
         tx.commit().await?;
         Ok(Outcome::Sold)
-    }
-}
-
-impl Strategy for DbAtomic {
-    fn info(&self) -> &Info {
-        &INFO
-    }
-
-    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
-        self.buy_atomic(ctx).boxed()
     }
 }

@@ -8,27 +8,26 @@
 
 use std::time::{Duration, Instant};
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
-
-use super::{BuyCtx, Info, Outcome, Strategy, section};
+use super::{Outcome, Strategy, section};
 use crate::backoff;
 use crate::error::BackendError;
+use crate::info::{Expect, Hazard, Info};
 use crate::limit;
-use crate::store::StoreKind;
+use crate::orders::insert_if_sold;
+use crate::product::StoreKind;
+use crate::sale::BuyCtx;
 
 /// The compare-and-set: the UPDATE matches only if nobody wrote since our
 /// read (same version, same reset); the INSERT records the order only then.
-const CAS_SQL: &str = "WITH sold AS (\
-       UPDATE products SET stock = stock - 1, version = version + 1 \
-       WHERE id = $2 AND epoch = $3 AND version = $7 AND stock > 0 RETURNING id) \
-     INSERT INTO orders (order_id, product_id, epoch, user_id, strategy, served_by) \
-     SELECT $1, $2, $3, $4, $5, $6 FROM sold";
+const CAS_SQL: &str = insert_if_sold!(
+    "UPDATE products SET stock = stock - 1, version = version + 1 \
+     WHERE id = $2 AND epoch = $3 AND version = $7 AND stock > 0 RETURNING id"
+);
 
 /// The optimistic-version strategy.
 pub struct DbOptimistic;
 
-static INFO: Info = Info {
+const INFO: Info = Info {
     id: "db-optimistic",
     backend: "postgres",
     store: StoreKind::Postgres,
@@ -36,10 +35,18 @@ static INFO: Info = Info {
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed clients",
     unsafe_against: "nothing for correctness; under contention buyers run out of retries (busy)",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::NoOversell),
+    ],
 };
 
-impl DbOptimistic {
-    async fn buy_optimistic(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+impl Strategy for DbOptimistic {
+    fn info(&self) -> &Info {
+        &INFO
+    }
+
+    async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let product = ctx.product;
         for attempt in 0..=product.settings.max_retries {
             let row: Option<(i64, i64)> =
@@ -94,14 +101,4 @@ async fn compare_and_set(ctx: &BuyCtx<'_>, version: i64) -> Result<Cas, BackendE
     }
     tx.commit().await?;
     Ok(Cas::Sold)
-}
-
-impl Strategy for DbOptimistic {
-    fn info(&self) -> &Info {
-        &INFO
-    }
-
-    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
-        self.buy_optimistic(ctx).boxed()
-    }
 }

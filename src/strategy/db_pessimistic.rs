@@ -5,18 +5,17 @@
 //! holding a connection and a transaction open for the whole section, so
 //! the pool and the row are the ceiling.
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
-
-use super::{BuyCtx, Info, Outcome, Strategy, section};
+use super::{Outcome, Strategy, section};
 use crate::error::BackendError;
+use crate::info::{Expect, Hazard, Info};
 use crate::limit;
-use crate::store::StoreKind;
+use crate::product::StoreKind;
+use crate::sale::BuyCtx;
 
 /// The row-locking strategy.
 pub struct DbPessimistic;
 
-static INFO: Info = Info {
+const INFO: Info = Info {
     id: "db-pessimistic",
     backend: "postgres",
     store: StoreKind::Postgres,
@@ -24,10 +23,19 @@ static INFO: Info = Info {
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed or frozen clients (the transaction dies with the connection)",
     unsafe_against: "nothing for correctness; serializes every buyer on one row",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::SellsAll),
+        (Hazard::HolderCrash, Expect::SellsAll),
+    ],
 };
 
-impl DbPessimistic {
-    async fn buy_locked_row(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+impl Strategy for DbPessimistic {
+    fn info(&self) -> &Info {
+        &INFO
+    }
+
+    async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let product = ctx.product;
         // Not worth queueing on the row lock to be refused under it.
         if limit::already_reached(ctx, StoreKind::Postgres).await? {
@@ -64,15 +72,5 @@ impl DbPessimistic {
             .await?;
         tx.commit().await?;
         Ok(Outcome::Sold)
-    }
-}
-
-impl Strategy for DbPessimistic {
-    fn info(&self) -> &Info {
-        &INFO
-    }
-
-    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
-        self.buy_locked_row(ctx).boxed()
     }
 }

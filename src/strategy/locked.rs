@@ -1,18 +1,19 @@
 //! A lock composed with the shared critical section: the shape of every
 //! locked strategy. Each lock's own file (in `src/lock/`) says what it
-//! reproduces and builds its strategy with [`Locked::strategy`].
+//! reproduces and describes its strategy; the catalogue puts the two
+//! together with [`Locked::new`].
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
-
-use super::{BuyCtx, Info, Outcome, Strategy, section, store_of};
+use super::{Outcome, Strategy, section, store_of};
+use crate::backends::Footprint;
 use crate::error::BackendError;
+use crate::info::Info;
 use crate::limit;
 use crate::lock::{Lock, Waiting};
-use crate::store::{self, StoreKind};
+use crate::product::{Product, StoreKind};
+use crate::sale::BuyCtx;
+use crate::store::{self, Cell};
 use crate::telemetry;
 
 /// How long a waiter waits for the lock before re-reading the stock. A
@@ -31,26 +32,51 @@ pub struct Locked<L> {
     lock: L,
 }
 
-impl<L: Lock + 'static> Locked<L> {
+impl<L: Lock> Locked<L> {
     /// The strategy `info` describes, locking with `lock`.
-    pub fn strategy(info: Info, lock: L) -> Arc<dyn Strategy> {
-        Arc::new(Self { info, lock })
+    pub fn new(info: Info, lock: L) -> Self {
+        Self { info, lock }
     }
 }
 
-impl<L: Lock> Locked<L> {
-    async fn buy_locked(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+/// Runs the critical section on `cell` while `guard` is held (recording
+/// how long the buyer waited and held), then releases the lock. Shared by
+/// [`Locked`] and the segment locks of `segmented`.
+pub async fn hold<L: Lock>(
+    strategy: &'static str,
+    lock: &L,
+    ctx: &BuyCtx<'_>,
+    guard: L::Guard,
+    cell: &Cell,
+) -> Result<Outcome, BackendError> {
+    let section = section::run(ctx, cell, L::fence(&guard));
+    let outcome = telemetry::holding(strategy, ctx.started, section).await;
+    if let Err(error) = lock.release(ctx, guard).await {
+        // The sale (if any) is already recorded whole; a failed release
+        // only delays the next holder until the lease runs out.
+        tracing::warn!(%error, product = ctx.product.id, "lock release failed");
+    }
+    outcome
+}
+
+impl<L: Lock> Strategy for Locked<L> {
+    fn info(&self) -> &Info {
+        &self.info
+    }
+
+    async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let kind = store_of(&self.info, ctx.product);
         if limit::already_reached(ctx, kind).await? {
             return Ok(Outcome::LimitReached);
         }
+        let cell = Cell::of(kind, ctx.product);
         let deadline =
             Instant::now() + Duration::from_millis(ctx.product.settings.acquire_timeout_ms);
         let guard = loop {
             // A waiter re-reads the stock between slices of waiting: once
             // the product is sold out there is nothing to wait for. Only a
             // hint — the section re-checks under the lock.
-            if store::read(ctx, kind, None).await? <= 0 {
+            if store::read(ctx, &cell, None).await? <= 0 {
                 return Ok(Outcome::SoldOut);
             }
             let until = match self.lock.waiting() {
@@ -64,23 +90,11 @@ impl<L: Lock> Locked<L> {
                 return Ok(Outcome::busy("lock not acquired within acquire_timeout_ms"));
             }
         };
-        let section = section::run(ctx, kind, guard.fence);
-        let outcome = telemetry::holding(self.info.id, ctx.started, section).await;
-        if let Err(error) = self.lock.release(ctx, guard).await {
-            // The sale (if any) is already recorded whole; a failed release
-            // only delays the next holder until the lease runs out.
-            tracing::warn!(%error, product = ctx.product.id, "lock release failed");
-        }
-        outcome
-    }
-}
-
-impl<L: Lock> Strategy for Locked<L> {
-    fn info(&self) -> &Info {
-        &self.info
+        hold(self.info.id, &self.lock, ctx, guard, &cell).await
     }
 
-    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
-        self.buy_locked(ctx).boxed()
+    fn footprint(&self, product: &Product) -> Footprint {
+        let kind = store_of(&self.info, product);
+        store::footprint(kind, product).and(self.lock.footprint(product))
     }
 }

@@ -1,15 +1,20 @@
 //! Strategies: the ways to sell one unit of a hot product, chosen per
-//! product by id from one [`Registry`].
+//! product by id from the [`catalogue`].
 //!
 //! Locked strategies are a [`crate::lock::Lock`] composed with the shared
-//! critical section in [`section`]; the atomic ones (`redis-lua`,
-//! `db-atomic`, `db-optimistic`) do their own thing in one step.
+//! critical section in [`section`] ([`locked::Locked`]); the atomic ones
+//! (`redis-lua`, `db-atomic`, `db-optimistic`, `db-pessimistic`) do their
+//! own thing in one step; `segmented` spreads the stock over K cells, each
+//! under its own lock.
 //!
-//! Dispatch is through `Arc<dyn Strategy>` with boxed futures: the product's
-//! strategy is chosen at run time from its stored id, and native `async fn`
-//! in traits is not object safe. One allocation per buy is noise next to a
-//! network round trip.
+//! Two traits: a strategy implements [`Strategy`] with native `async fn`
+//! (static, no boxing); the catalogue holds them as `dyn` [`Sells`], whose
+//! blanket impl boxes the future once per buy. The product's strategy is
+//! chosen at run time from its stored id, and native `async fn` in traits
+//! is not object safe; one allocation per buy is noise next to a network
+//! round trip.
 
+pub mod catalogue;
 pub mod db_atomic;
 pub mod db_optimistic;
 pub mod db_pessimistic;
@@ -19,17 +24,18 @@ pub mod redis_lua;
 pub mod section;
 pub mod segmented;
 
-use std::sync::Arc;
+use std::future::Future;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde::Serialize;
 
+use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::lock;
-use crate::orders::Order;
-use crate::product::{Product, keys};
-use crate::store::StoreKind;
+use crate::info::Info;
+use crate::product::{Product, StoreKind, keys};
+use crate::sale::BuyCtx;
+use crate::store::{self, Written};
+pub use catalogue::Catalogue;
 
 /// Where a product's stock lives, as its strategy lays it out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,26 +45,6 @@ pub enum StockLayout {
     Redis(Vec<String>),
     /// `products.stock`.
     Postgres,
-}
-
-/// What the catalogue (`GET /strategies`) says about a strategy.
-#[derive(Debug, Clone, Serialize)]
-pub struct Info {
-    /// Registry id, as used in the reset body.
-    pub id: &'static str,
-    /// The backends the mechanism involves.
-    pub backend: &'static str,
-    /// Where the stock counter lives.
-    pub store: StoreKind,
-    /// One line: how it protects the counter.
-    pub mechanism: &'static str,
-    /// Whether it is expected never to oversell at default settings on
-    /// several instances; `seckill race` fails when a safe one oversells.
-    pub safe: bool,
-    /// The failures it survives.
-    pub safe_against: &'static str,
-    /// The failures it does not survive.
-    pub unsafe_against: &'static str,
 }
 
 /// The result of one buy attempt that did not fail in a backend.
@@ -100,44 +86,27 @@ impl Outcome {
     }
 }
 
-/// The connections every strategy may use.
-#[derive(Clone)]
-pub struct Backends {
-    /// Pooled multiplexed Redis connections.
-    pub redis: deadpool_redis::Pool,
-    /// The same Redis, for what a pool cannot do (Pub/Sub subscriptions).
-    pub redis_client: redis::Client,
-    /// Pooled PostgreSQL connections.
-    pub pg: sqlx::PgPool,
-    /// The independent RedLock masters.
-    pub redlock: Arc<Vec<lock::redlock::Master>>,
-    /// ZooKeeper session, when configured.
-    pub zookeeper: Option<zookeeper_client::Client>,
-}
-
-/// Everything one buy needs.
-pub struct BuyCtx<'a> {
-    /// A Redis connection taken from the pool once for the whole buy.
-    /// Multiplexed, so clones share it; taking it once matters because
-    /// deadpool-redis pings a connection on every checkout.
-    pub redis: redis::aio::MultiplexedConnection,
-    /// When the buy began: spinning locks back off by how long it has
-    /// waited.
-    pub started: std::time::Instant,
-    /// The product being bought, as configured by its last reset.
-    pub product: &'a Product,
-    /// The order that is recorded if the buy succeeds.
-    pub order: &'a Order,
-    /// Connections.
-    pub backends: &'a Backends,
+/// What a store's answer means to the buyer: one mapping for every
+/// strategy that writes through a store or a selling script.
+impl From<Written> for Outcome {
+    fn from(written: Written) -> Self {
+        match written {
+            Written::Sold => Self::Sold,
+            Written::SoldOut => Self::SoldOut,
+            Written::LimitReached => Self::LimitReached,
+            Written::Reset => Self::busy("the product was reset during the buy"),
+            Written::Fenced => Self::busy("fenced: a newer lock holder has touched the stock"),
+        }
+    }
 }
 
 /// A way to sell one unit.
 pub trait Strategy: Send + Sync {
     /// The catalogue entry.
     fn info(&self) -> &Info;
+
     /// Tries to sell one unit of `ctx.product` and record `ctx.order`.
-    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>>;
+    fn buy(&self, ctx: &BuyCtx<'_>) -> impl Future<Output = Result<Outcome, BackendError>> + Send;
 
     /// Where the product's stock lives: the product's `store` setting, or
     /// this strategy's own backend.
@@ -147,6 +116,12 @@ pub trait Strategy: Send + Sync {
             StoreKind::Postgres => StockLayout::Postgres,
         }
     }
+
+    /// What it keeps per product besides the stock (lock keys, fences,
+    /// lock rows and nodes): a reset clears it.
+    fn footprint(&self, product: &Product) -> Footprint {
+        store::footprint(store_of(self.info(), product), product)
+    }
 }
 
 /// The store a product uses under a strategy: its `store` setting, or the
@@ -155,54 +130,32 @@ pub fn store_of(info: &Info, product: &Product) -> StoreKind {
     product.settings.store.unwrap_or(info.store)
 }
 
-/// All strategies, in catalogue order (unsafe first, then the locks, the
-/// database strategies and the atomic ones).
-pub struct Registry {
-    /// Fourteen entries: a linear search by id is cheaper than hashing.
-    all: Vec<Arc<dyn Strategy>>,
+/// The object-safe face of a [`Strategy`], as the catalogue holds it.
+pub trait Sells: Send + Sync {
+    /// See [`Strategy::info`].
+    fn info(&self) -> &Info;
+    /// See [`Strategy::buy`]; the future boxed.
+    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>>;
+    /// See [`Strategy::layout`].
+    fn layout(&self, product: &Product) -> StockLayout;
+    /// See [`Strategy::footprint`].
+    fn footprint(&self, product: &Product) -> Footprint;
 }
 
-impl Registry {
-    /// Every strategy this build knows. Adding one is one line here.
-    pub fn new() -> Self {
-        Self {
-            all: vec![
-                Arc::new(naive::Naive),
-                lock::local_mutex::strategy(),
-                lock::setnx_naive::strategy(),
-                lock::redis_lock::strategy(),
-                lock::redisson::strategy(),
-                lock::fenced::strategy(),
-                lock::redlock::strategy(),
-                lock::zookeeper::strategy(),
-                lock::db_lock_table::strategy(),
-                Arc::new(db_pessimistic::DbPessimistic),
-                Arc::new(db_optimistic::DbOptimistic),
-                Arc::new(db_atomic::DbAtomic),
-                Arc::new(redis_lua::RedisLua),
-                Arc::new(segmented::Segmented),
-            ],
-        }
+impl<S: Strategy> Sells for S {
+    fn info(&self) -> &Info {
+        Strategy::info(self)
     }
 
-    /// The strategy with this id.
-    pub fn get(&self, id: &str) -> Option<&Arc<dyn Strategy>> {
-        self.all.iter().find(|s| s.info().id == id)
+    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
+        Box::pin(Strategy::buy(self, ctx))
     }
 
-    /// Catalogue entries, in catalogue order.
-    pub fn infos(&self) -> Vec<Info> {
-        self.all.iter().map(|s| s.info().clone()).collect()
+    fn layout(&self, product: &Product) -> StockLayout {
+        Strategy::layout(self, product)
     }
 
-    /// The ids, for error messages.
-    pub fn ids(&self) -> Vec<&'static str> {
-        self.all.iter().map(|s| s.info().id).collect()
-    }
-}
-
-impl Default for Registry {
-    fn default() -> Self {
-        Self::new()
+    fn footprint(&self, product: &Product) -> Footprint {
+        Strategy::footprint(self, product)
     }
 }

@@ -4,17 +4,17 @@
 //! Known failure: any two concurrent buyers can read the same stock and
 //! both sell, so it oversells under any concurrency.
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
-
-use super::{BuyCtx, Info, Outcome, Strategy, section};
+use super::{Outcome, Strategy, section, store_of};
 use crate::error::BackendError;
-use crate::store::StoreKind;
+use crate::info::{Expect, Hazard, Info};
+use crate::product::StoreKind;
+use crate::sale::BuyCtx;
+use crate::store::Cell;
 
 /// No lock: the shared critical section, unguarded.
 pub struct Naive;
 
-static INFO: Info = Info {
+const INFO: Info = Info {
     id: "naive",
     backend: "redis",
     store: StoreKind::Redis,
@@ -22,6 +22,7 @@ static INFO: Info = Info {
     safe: false,
     safe_against: "nothing; correct only with one buyer at a time",
     unsafe_against: "any concurrency: concurrent buyers read the same stock and all sell",
+    under: &[(Hazard::Contention, Expect::Oversells)],
 };
 
 impl Strategy for Naive {
@@ -29,7 +30,8 @@ impl Strategy for Naive {
         &INFO
     }
 
-    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
-        section::run(ctx, super::store_of(&INFO, ctx.product), None).boxed()
+    async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+        let cell = Cell::of(store_of(&INFO, ctx.product), ctx.product);
+        section::run(ctx, &cell, None).await
     }
 }

@@ -9,41 +9,32 @@
 
 use std::sync::LazyLock;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use redis::Script;
 
-use super::{BuyCtx, Info, Outcome, Strategy};
+use super::{Outcome, Strategy};
 use crate::error::BackendError;
-use crate::limit;
-use crate::orders::lua_xadd;
-use crate::product::keys;
-use crate::store::StoreKind;
+use crate::info::{Expect, Hazard, Info};
+use crate::product::{StoreKind, keys};
+use crate::sale::BuyCtx;
+use crate::store::script;
 
-/// KEYS: stock, epoch, orders stream, buyers.
-/// ARGV: epoch, per-user limit, order fields (the buyer is ARGV[5]).
-/// Returns the new stock, -1 when sold out, -2 when the product was reset,
-/// -3 when the buyer reached the limit.
+/// Check the reset, the stock and the buyer's limit, then decrement and
+/// record the order: all or nothing.
 static BUY: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -2 end \
-         local stock = tonumber(redis.call('GET', KEYS[1]) or '0') \
-         if stock <= 0 then return -1 end \
-         {check} \
-         redis.call('DECR', KEYS[1]) \
+    script::selling(
+        "{check_epoch} \
+         if tonumber(redis.call('GET', stock_key) or '0') <= 0 then return {sold_out} end \
+         {check_limit} \
+         redis.call('DECR', stock_key) \
          {record} \
-         {xadd} \
-         return stock - 1",
-        check = limit::lua_check("KEYS[4]", 2, 5, -3),
-        record = limit::lua_record("KEYS[4]", 2, 5),
-        xadd = lua_xadd("KEYS[3]", 3)
-    ))
+         return {sold}",
+    )
 });
 
 /// The atomic Lua strategy.
 pub struct RedisLua;
 
-static INFO: Info = Info {
+const INFO: Info = Info {
     id: "redis-lua",
     backend: "redis",
     store: StoreKind::Redis,
@@ -51,37 +42,16 @@ static INFO: Info = Info {
     safe: true,
     safe_against: "any concurrency, any number of instances, slow or crashed clients",
     unsafe_against: "losing Redis itself without persistence (orders not yet in PostgreSQL)",
+    under: &[(Hazard::Contention, Expect::NoOversell)],
 };
-
-impl RedisLua {
-    async fn buy_atomic(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-        let id = ctx.product.id;
-        let mut conn = ctx.redis.clone();
-        let result: i64 = BUY
-            .key(keys::stock(id))
-            .key(keys::epoch(id))
-            .key(keys::ORDERS)
-            .key(keys::buyers(id))
-            .arg(ctx.product.epoch)
-            .arg(ctx.product.settings.per_user_limit)
-            .arg(&ctx.order.stream_args())
-            .invoke_async(&mut conn)
-            .await?;
-        Ok(match result {
-            -1 => Outcome::SoldOut,
-            -2 => Outcome::busy("the product was reset during the buy"),
-            -3 => Outcome::LimitReached,
-            _ => Outcome::Sold,
-        })
-    }
-}
 
 impl Strategy for RedisLua {
     fn info(&self) -> &Info {
         &INFO
     }
 
-    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
-        self.buy_atomic(ctx).boxed()
+    async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+        let stock = keys::stock(ctx.product.id);
+        Ok(script::run(&BUY, ctx, &stock, None, None).await?.into())
     }
 }

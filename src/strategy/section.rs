@@ -4,28 +4,24 @@
 
 use std::time::Duration;
 
-use super::{BuyCtx, Outcome};
+use super::Outcome;
 use crate::error::BackendError;
-use crate::store::{self, StoreKind, Written};
+use crate::sale::BuyCtx;
+use crate::store::{self, Cell};
 
-/// Runs the section against `kind`, passing the lock's fencing token (if
-/// any) to the store. The caller holds whatever lock it has (or none).
+/// Runs the section on `cell`, passing the lock's fencing token (if any)
+/// to the store. The caller holds whatever lock it has (or none).
 pub async fn run(
     ctx: &BuyCtx<'_>,
-    kind: StoreKind,
+    cell: &Cell,
     fence: Option<u64>,
 ) -> Result<Outcome, BackendError> {
-    let stock = store::read(ctx, kind, fence).await?;
+    let stock = store::read(ctx, cell, fence).await?;
     if stock <= 0 {
         return Ok(Outcome::SoldOut);
     }
     work(ctx).await;
-    Ok(match store::write(ctx, kind, stock - 1, fence).await? {
-        Written::Sold => Outcome::Sold,
-        Written::LimitReached => Outcome::LimitReached,
-        Written::Reset => Outcome::busy("the product was reset during the buy"),
-        Written::Fenced => Outcome::busy("fenced: a newer lock holder has touched the stock"),
-    })
+    Ok(store::write(ctx, cell, stock - 1, fence).await?.into())
 }
 
 /// Sleeps `work_ms`: the simulated business work inside the section.

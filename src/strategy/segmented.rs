@@ -4,6 +4,10 @@
 //! its user id and walks on when a segment is empty or busy; the product is
 //! sold out only when every segment is.
 //!
+//! Each segment is the shared critical section under a one-try lease lock
+//! ([`SegmentLock`]), held through [`locked::hold`] like every locked
+//! strategy.
+//!
 //! Known failure: none for correctness while each segment's lock holds
 //! (same lease caveat as `redis-lock`). The price is fragmentation: near
 //! the end, buyers walk over empty segments.
@@ -12,25 +16,24 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use uuid::Uuid;
 
-use super::{BuyCtx, Info, Outcome, StockLayout, Strategy, section};
+use super::{Outcome, StockLayout, Strategy, locked};
+use crate::backends::Footprint;
+use crate::backends::lease::{release_key, try_set};
 use crate::backoff;
 use crate::error::BackendError;
+use crate::info::{Expect, Hazard, Info};
 use crate::limit;
-use crate::lock::redis_lock::{release_key, try_set};
-use crate::product::{Product, keys};
-use crate::store::StoreKind;
-use crate::store::Written;
-use crate::store::redis_store::{read_key, write};
-use crate::telemetry;
+use crate::lock::{Lock, Token, Waiting};
+use crate::product::{Product, StoreKind, keys};
+use crate::sale::BuyCtx;
+use crate::store::{self, Cell};
 
 /// The segmented-stock strategy.
 pub struct Segmented;
 
-static INFO: Info = Info {
+const INFO: Info = Info {
     id: "segmented",
     backend: "redis",
     store: StoreKind::Redis,
@@ -38,6 +41,10 @@ static INFO: Info = Info {
     safe: true,
     safe_against: "many instances; high contention (K locks instead of one)",
     unsafe_against: "work that outlives lease_ms, as with redis-lock",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::Oversells),
+    ],
 };
 
 /// Where a buyer starts: stable per user, spread over the segments.
@@ -47,38 +54,68 @@ fn first_segment(user: &str, segments: u32) -> u32 {
     (hasher.finish() % u64::from(segments)) as u32
 }
 
-impl Segmented {
-    async fn buy_segment(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+/// One segment's lock: a single `SET NX PX` try (a busy segment is walked
+/// past, not waited for).
+struct SegmentLock {
+    key: String,
+}
+
+impl Lock for SegmentLock {
+    type Guard = Token;
+
+    async fn acquire(
+        &self,
+        ctx: &BuyCtx<'_>,
+        _deadline: Instant,
+    ) -> Result<Option<Token>, BackendError> {
+        let token = Uuid::new_v4().to_string();
+        let lease = ctx.product.settings.lease_ms;
+        let took = try_set(&mut ctx.redis.clone(), &self.key, &token, lease).await?;
+        Ok(took.then_some(Token(token)))
+    }
+
+    async fn release(&self, ctx: &BuyCtx<'_>, guard: Token) -> Result<(), BackendError> {
+        release_key(&mut ctx.redis.clone(), &self.key, &guard.0).await
+    }
+
+    fn waiting(&self) -> Waiting {
+        Waiting::FailFast
+    }
+}
+
+impl Strategy for Segmented {
+    fn info(&self) -> &Info {
+        &INFO
+    }
+
+    async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let product = ctx.product;
         let segments = product.settings.segments.max(1);
         let start = first_segment(&ctx.order.user_id, segments);
-        let token = Uuid::new_v4().to_string();
         let deadline = Instant::now() + Duration::from_millis(product.settings.acquire_timeout_ms);
         if limit::already_reached(ctx, StoreKind::Redis).await? {
             return Ok(Outcome::LimitReached);
         }
-        let mut conn = ctx.redis.clone();
         for attempt in 0.. {
             let mut stock_seen = false;
             for step in 0..segments {
                 let k = (start + step) % segments;
-                let stock_key = keys::segment(product.id, k);
-                if read_key(&mut conn, &stock_key).await? <= 0 {
+                let cell = Cell::Redis(keys::segment(product.id, k));
+                if store::read(ctx, &cell, None).await? <= 0 {
                     continue;
                 }
                 stock_seen = true;
-                let lock_key = keys::segment_lock(product.id, k);
-                if !try_set(&mut conn, &lock_key, &token, product.settings.lease_ms).await? {
+                let lock = SegmentLock {
+                    key: keys::segment_lock(product.id, k),
+                };
+                let Some(guard) = lock.acquire(ctx, deadline).await? else {
                     continue;
-                }
-                let section = sell_from(ctx, &stock_key);
-                let outcome = telemetry::holding(INFO.id, ctx.started, section).await;
-                if let Err(error) = release_key(&mut conn, &lock_key, &token).await {
-                    tracing::warn!(%error, product = product.id, segment = k, "segment release failed");
-                }
-                match outcome? {
-                    Some(outcome) => return Ok(outcome),
-                    None => continue,
+                };
+                // Sold out under the lock means this segment emptied since
+                // the read above: walk on.
+                match locked::hold(INFO.id, &lock, ctx, guard, &cell).await? {
+                    Outcome::SoldOut => continue,
+                    outcome => return Ok(outcome),
                 }
             }
             if !stock_seen {
@@ -93,31 +130,6 @@ impl Segmented {
         }
         unreachable!("the loop above only ends by returning")
     }
-}
-
-/// The critical section on one segment, under its lock; `None` when the
-/// segment turned out empty.
-async fn sell_from(ctx: &BuyCtx<'_>, stock_key: &str) -> Result<Option<Outcome>, BackendError> {
-    let stock = read_key(&mut ctx.redis.clone(), stock_key).await?;
-    if stock <= 0 {
-        return Ok(None);
-    }
-    section::work(ctx).await;
-    Ok(Some(match write(ctx, stock_key, stock - 1, None).await? {
-        Written::Sold => Outcome::Sold,
-        Written::LimitReached => Outcome::LimitReached,
-        Written::Reset | Written::Fenced => Outcome::busy("the product was reset during the buy"),
-    }))
-}
-
-impl Strategy for Segmented {
-    fn info(&self) -> &Info {
-        &INFO
-    }
-
-    fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
-        self.buy_segment(ctx).boxed()
-    }
 
     fn layout(&self, product: &Product) -> StockLayout {
         StockLayout::Redis(
@@ -125,6 +137,11 @@ impl Strategy for Segmented {
                 .map(|k| keys::segment(product.id, k))
                 .collect(),
         )
+    }
+
+    fn footprint(&self, product: &Product) -> Footprint {
+        let segments = 0..product.settings.segments.max(1);
+        Footprint::redis(segments.map(|k| keys::segment_lock(product.id, k)))
     }
 }
 

@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 use seckill::lab::LabInfo;
 use seckill::race::client::Target;
 use seckill::race::driver::{RaceSpec, Row, race};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 /// A lab process and what it printed.
 pub struct TestLab {
@@ -118,7 +118,9 @@ pub async fn race_paced(
     pace: Option<Duration>,
     settings: Value,
 ) -> Row {
-    let settings: Map<String, Value> = settings.as_object().cloned().unwrap_or_default();
+    // Tests write settings as JSON; the driver takes them typed, so a
+    // misspelt knob fails here rather than racing under defaults.
+    let settings = serde_json::from_value(settings).expect("valid settings");
     let spec = RaceSpec {
         product_id,
         strategy: strategy.to_owned(),
@@ -137,9 +139,4 @@ pub async fn race_paced(
         "client 200s != recorded orders: {row:?}"
     );
     row
-}
-
-/// An empty settings object.
-pub fn defaults() -> Value {
-    json!({})
 }

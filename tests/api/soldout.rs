@@ -61,6 +61,12 @@ async fn a_flagged_product_is_refused_without_touching_the_backends() {
         instance.buy(802, "second").await,
         BuyResult::Failed("sold_out".into())
     );
+    // A product with stock and no flag, to show what a frozen Redis does
+    // to a buy that is not answered from memory.
+    instance
+        .reset(803, &json!({"stock": 5, "strategy": "redis-lua"}))
+        .await
+        .expect("reset");
 
     let redis = lab
         .info
@@ -79,6 +85,14 @@ async fn a_flagged_product_is_refused_without_touching_the_backends() {
         BuyResult::Failed("sold_out".into()),
         "answered from the flag"
     );
-    // A product without a flag needs Redis, which is frozen: it fails.
-    assert_ne!(instance.buy(803, "someone").await, BuyResult::Ok);
+    // A product without a flag needs Redis, which is frozen: it fails
+    // (and sells nothing, which the ledger shows once Redis is back).
+    let unflagged = instance.buy(803, "someone").await;
+    assert!(
+        matches!(&unflagged, BuyResult::Failed(code) if code != "sold_out"),
+        "{unflagged:?}"
+    );
+    drop(_thaw);
+    let ledger = instance.ledger(803).await.expect("ledger");
+    assert_eq!((ledger.sold, ledger.remaining), (0, 5), "{ledger:?}");
 }

@@ -1,34 +1,31 @@
-//! `contention`: every strategy, default settings, many buyers — the
-//! foundation's race. Only the lockless and the process-local strategies
-//! may oversell.
+//! `contention`: every strategy, default settings, many buyers through two
+//! instances — the foundation's race. Each strategy's expectation is its
+//! catalogue entry's (only the lockless and the process-local ones
+//! oversell).
 
-use serde_json::json;
-
-use super::{Case, Ctx, Expect, ScenarioRow};
+use super::{Case, Ctx, ScenarioRow, Topology};
+use crate::info::Hazard;
+use crate::product::Settings;
 use crate::race::client::Target;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    let lab = ctx.lab(2).await?;
-    let result = async {
+    ctx.with_lab(Topology::two_instances(), async |ctx, lab| {
+        let knobs = ctx.knobs.clone();
         let gateway = Target::new(
             &lab.info.gateway_url,
             &lab.info.admin_token,
-            ctx.knobs.concurrency,
+            knobs.concurrency,
         )?;
-        let knobs = ctx.knobs.clone();
+        let settings = Settings {
+            work_ms: knobs.work_ms,
+            ..Settings::default()
+        };
         let mut rows = Vec::new();
-        for entry in gateway.strategies().await? {
-            let expect = match entry.id.as_str() {
-                "naive" | "local-mutex" => Expect::Oversells,
-                _ => Expect::NoOversell,
-            };
-            let settings = json!({"work_ms": knobs.work_ms});
-            let case = Case::new("contention", &entry.id, knobs.stock, knobs.buyers, expect);
+        for (strategy, expect) in ctx.under(Hazard::Contention) {
+            let case = Case::new("contention", strategy, knobs.stock, knobs.buyers, expect);
             rows.push(ctx.race(&gateway, case.settings(settings)).await?);
         }
         Ok(rows)
-    }
-    .await;
-    lab.stop().await;
-    result
+    })
+    .await
 }

@@ -5,56 +5,52 @@
 //! `redisson` oversells: its watchdog froze with its process, the lease ran
 //! out, and the resumed holder writes from its stale read. `fenced` does
 //! not: the second holder's newer token reached the store first, so the
-//! resumed holder's write is refused and its buyer gets `busy`.
+//! resumed holder's write is refused and its buyer gets `busy`. Raced:
+//! every strategy whose catalogue entry declares the hazard (the script
+//! needs the second buyer's lock to come free while the holder sleeps,
+//! which rules out the database's own locks).
 
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use serde_json::json;
 
-use super::{Ctx, Expect, ScenarioRow, buy_in_background, fault, judge, reset, scripted_row};
+use super::{Ctx, ScenarioRow, Topology, buy_in_background, fault, judge, reset, scripted_row};
+use crate::info::Hazard;
+use crate::product::Settings;
 use crate::race::client::Target;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    let lab = ctx.lab(2).await?;
-    let result = async {
+    // The lab's stop resumes a frozen instance before stopping it, so an
+    // early error leaves nothing frozen behind.
+    ctx.with_lab(Topology::two_instances(), async |ctx, lab| {
         let token = &lab.info.admin_token;
         let a = Target::new(&lab.info.instances[0].url, token, 8)?;
         let b = Target::new(&lab.info.instances[1].url, token, 8)?;
         let frozen = lab.info.instances[0].name.clone();
         let mut rows = Vec::new();
-        for (strategy, expect) in [
-            ("redisson", Expect::Oversells),
-            ("fenced", Expect::NoOversell),
-        ] {
+        for (strategy, expect) in ctx.under(Hazard::FrozenHolder) {
             let product = ctx.product();
             // One unit, so two sales are an oversell; 300 ms of work under
             // a 300 ms lease that only a live watchdog keeps alive.
-            reset(
-                &a,
-                product,
-                strategy,
-                1,
-                &json!({"work_ms": 300, "lease_ms": 300}),
-            )
-            .await?;
+            let settings = Settings {
+                work_ms: 300,
+                lease_ms: 300,
+                ..Settings::default()
+            };
+            reset(&a, product, strategy, 1, settings).await?;
             let started = Instant::now();
             let holder = buy_in_background(&a, product, "frozen-buyer");
             tokio::time::sleep(Duration::from_millis(100)).await;
-            fault(&lab, &frozen, Signal::SIGSTOP)?;
+            fault(lab, &frozen, Signal::SIGSTOP)?;
             // Well past the lease: the lock is gone while the holder sleeps.
             tokio::time::sleep(Duration::from_millis(900)).await;
             let second = buy_in_background(&b, product, "second-buyer").await?;
-            fault(&lab, &frozen, Signal::SIGCONT)?;
+            fault(lab, &frozen, Signal::SIGCONT)?;
             let first = holder.await?;
             let row = scripted_row(&a, product, strategy, &[first, second], started).await?;
             rows.push(judge(row, "frozen-holder", "", expect));
         }
         Ok(rows)
-    }
-    .await;
-    // Never leave an instance frozen behind, even on error.
-    let _ = lab.signal(&lab.info.instances[0].name, Signal::SIGCONT);
-    lab.stop().await;
-    result
+    })
+    .await
 }

@@ -1,6 +1,10 @@
 //! Named scenarios: `seckill race --scenario NAME` sets up the topology,
 //! the settings and the fault, races the strategies the scenario concerns,
 //! and checks each row against the outcome the classic articles predict.
+//!
+//! Which strategies a scenario races, and what it expects of each, come
+//! from the catalogue ([`crate::info::Info::under`]): a new strategy that
+//! declares a hazard is raced by its scenario without touching it.
 
 mod contention;
 mod frozen_holder;
@@ -11,16 +15,20 @@ mod rate_limit;
 mod redlock_minority;
 mod segment_scaling;
 
+pub use segment_scaling::MIN_SPEEDUP;
+
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
 
-use super::client::{BuyResult, Target};
-use super::driver::{RaceSpec, Row, drained_ledger, race, summarize};
+use super::client::Target;
+use super::driver::{RaceSpec, Row, Timed, drained_ledger, race, summarize};
+use crate::info::{Expect, Hazard};
 use crate::lab::nginx::GatewayLimits;
 use crate::lab::{Lab, LabArgs};
+use crate::product::{ResetRequest, Settings};
+use crate::strategy::Catalogue;
 
 /// Every scenario, in the order `--scenario all` runs them.
 pub const NAMES: &[&str] = &[
@@ -51,55 +59,27 @@ pub struct ScenarioRow {
     pub met: bool,
 }
 
-/// What a scenario predicts for a row. Every expectation also requires
-/// `client_ok == sold`: a 200 without an order is never acceptable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expect {
-    /// Sells more than the stock.
-    Oversells,
-    /// Never sells more than the stock.
-    NoOversell,
-    /// Sells exactly the stock, no more.
-    SellsAll,
-    /// Sells nothing: a lock nobody can take, every buyer busy.
-    Stalls,
-    /// Behind tight limits: both the gateway and the service answer 429,
-    /// some buyers still buy, nothing is oversold, and every answer is a
-    /// sale, a 429 or `sold_out`.
-    Throttled,
-}
-
-impl Expect {
-    fn text(self) -> &'static str {
-        match self {
-            Self::Oversells => "oversells (oversold > 0)",
-            Self::NoOversell => "oversold = 0",
-            Self::SellsAll => "sells exactly the stock, oversold = 0",
-            Self::Stalls => "stalls: sold = 0, buyers busy",
-            Self::Throttled => "429s from gateway and service, counted apart; sells; oversold = 0",
-        }
-    }
-
-    fn met(self, row: &Row) -> bool {
-        let honest = row.client_ok == row.sold;
-        honest
-            && match self {
-                Self::Oversells => row.oversold > 0,
-                Self::NoOversell => row.oversold == 0,
-                Self::SellsAll => row.oversold == 0 && row.sold == row.initial,
-                Self::Stalls => row.sold == 0 && row.errors.get("busy").copied().unwrap_or(0) > 0,
-                Self::Throttled => {
-                    let count = |code: &str| row.errors.get(code).copied().unwrap_or(0);
-                    let refused: u64 = row.errors.values().sum();
-                    let expected = count(GATEWAY_429) + count(SERVICE_429) + count("sold_out");
-                    row.oversold == 0
-                        && row.sold > 0
-                        && count(GATEWAY_429) > 0
-                        && count(SERVICE_429) > 0
-                        && refused == expected
-                }
+/// Whether `row` shows what `expect` predicts (and is honest: every 200 a
+/// client saw is one recorded order).
+pub fn met(expect: Expect, row: &Row) -> bool {
+    let count = |code: &str| row.errors.get(code).copied().unwrap_or(0);
+    let honest = row.client_ok == row.sold;
+    honest
+        && match expect {
+            Expect::Oversells => row.oversold > 0,
+            Expect::NoOversell => row.oversold == 0,
+            Expect::SellsAll => row.oversold == 0 && row.sold == row.initial,
+            Expect::Stalls => row.sold == 0 && count("busy") > 0,
+            Expect::Throttled => {
+                let refused: u64 = row.errors.values().sum();
+                let expected = count(GATEWAY_429) + count(SERVICE_429) + count("sold_out");
+                row.oversold == 0
+                    && row.sold > 0
+                    && count(GATEWAY_429) > 0
+                    && count(SERVICE_429) > 0
+                    && refused == expected
             }
-    }
+        }
 }
 
 /// How the driver counts a 429 from nginx.
@@ -120,11 +100,30 @@ pub struct Knobs {
     pub work_ms: u64,
 }
 
-/// What a scenario works with: its knobs, a product-id allocator and the
-/// labs it starts.
+/// What a scenario works with: its knobs, the catalogue, a product-id
+/// allocator and the labs it starts.
 pub struct Ctx {
     knobs: Knobs,
+    catalogue: Catalogue,
     next_product: i64,
+}
+
+/// A lab shaped for one scenario.
+#[derive(Debug, Clone, Default)]
+struct Topology {
+    instances: usize,
+    gateway: GatewayLimits,
+    instance_env: Vec<(String, String)>,
+}
+
+impl Topology {
+    /// Two instances behind nginx with the lab's default limits.
+    fn two_instances() -> Self {
+        Self {
+            instances: 2,
+            ..Self::default()
+        }
+    }
 }
 
 impl Ctx {
@@ -133,28 +132,34 @@ impl Ctx {
         self.next_product
     }
 
-    async fn lab(&self, instances: usize) -> anyhow::Result<Lab> {
-        self.lab_with(instances, Default::default(), Vec::new())
-            .await
+    /// The strategies the catalogue races under `hazard`, with what each
+    /// is expected to do there.
+    fn under(&self, hazard: Hazard) -> Vec<(&'static str, Expect)> {
+        self.catalogue
+            .all()
+            .filter_map(|s| Some((s.info().id, s.info().expect(hazard)?)))
+            .collect()
     }
 
-    /// A lab with the gateway's limits and the instances' environment
-    /// given (the edge scenarios tighten them).
-    async fn lab_with(
-        &self,
-        instances: usize,
-        gateway: GatewayLimits,
-        instance_env: Vec<(String, String)>,
-    ) -> anyhow::Result<Lab> {
-        Lab::start(&LabArgs {
-            instances,
+    /// Starts a lab, runs `body` against it and stops the lab, whatever
+    /// `body` returned.
+    async fn with_lab<T>(
+        &mut self,
+        topology: Topology,
+        body: impl AsyncFnOnce(&mut Self, &Lab) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let lab = Lab::start(&LabArgs {
+            instances: topology.instances,
             gateway_port: None,
             admin_token: None,
             json: false,
-            gateway,
-            instance_env,
+            gateway: topology.gateway,
+            instance_env: topology.instance_env,
         })
-        .await
+        .await?;
+        let result = body(self, &lab).await;
+        lab.stop().await;
+        result
     }
 
     /// A race on `target` shaped by `case`, judged by its expectation.
@@ -166,7 +171,7 @@ impl Ctx {
             buyers: case.buyers,
             concurrency: self.knobs.concurrency.min(case.buyers.max(1)),
             pace: case.pace_ms.map(Duration::from_millis),
-            settings: case.settings.as_object().cloned().unwrap_or_default(),
+            settings: case.settings,
         };
         let row = race(target, &spec).await?;
         Ok(judge(row, case.scenario, case.variant, case.expect))
@@ -182,7 +187,7 @@ struct Case<'a> {
     buyers: usize,
     /// Spread arrivals this many ms apart instead of one burst.
     pace_ms: Option<u64>,
-    settings: Value,
+    settings: Settings,
     expect: Expect,
 }
 
@@ -202,7 +207,7 @@ impl<'a> Case<'a> {
             stock,
             buyers,
             pace_ms: None,
-            settings: json!({}),
+            settings: Settings::default(),
             expect,
         }
     }
@@ -212,7 +217,7 @@ impl<'a> Case<'a> {
         self
     }
 
-    fn settings(mut self, settings: Value) -> Self {
+    fn settings(mut self, settings: Settings) -> Self {
         self.settings = settings;
         self
     }
@@ -225,7 +230,7 @@ impl<'a> Case<'a> {
 
 fn judge(row: Row, scenario: &str, variant: &str, expect: Expect) -> ScenarioRow {
     ScenarioRow {
-        met: expect.met(&row),
+        met: met(expect, &row),
         expected: expect.text().to_owned(),
         scenario: scenario.to_owned(),
         variant: variant.to_owned(),
@@ -237,6 +242,7 @@ fn judge(row: Row, scenario: &str, variant: &str, expect: Expect) -> ScenarioRow
 pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
     let mut ctx = Ctx {
         knobs,
+        catalogue: Catalogue::new(),
         next_product: 7000,
     };
     let names: Vec<&str> = if name == "all" {
@@ -267,7 +273,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
 }
 
 /// A scripted buy fired in the background; its result joins the row.
-type Pending = tokio::task::JoinHandle<(BuyResult, Duration)>;
+type Pending = tokio::task::JoinHandle<Timed>;
 
 fn buy_in_background(target: &Target, product: i64, user: &str) -> Pending {
     let (target, user) = (target.clone(), user.to_owned());
@@ -278,43 +284,21 @@ fn buy_in_background(target: &Target, product: i64, user: &str) -> Pending {
     })
 }
 
-/// Resets `product` through `target` with `settings`.
+/// Resets `product` through `target`.
 async fn reset(
     target: &Target,
     product: i64,
     strategy: &str,
     stock: i64,
-    settings: &Value,
+    settings: Settings,
 ) -> anyhow::Result<()> {
-    let mut body: Map<String, Value> = settings.as_object().cloned().unwrap_or_default();
-    body.insert("stock".into(), json!(stock));
-    body.insert("strategy".into(), json!(strategy));
-    target.reset(product, &Value::Object(body)).await?;
+    let request = ResetRequest {
+        stock,
+        strategy: strategy.to_owned(),
+        settings,
+    };
+    target.reset(product, &request).await?;
     Ok(())
-}
-
-/// Fires `buyers` buys at `target`, `concurrency` at a time, and collects
-/// their results (for the scripted scenarios' follow-up traffic).
-async fn buy_many(
-    target: &Target,
-    product: i64,
-    prefix: &str,
-    buyers: usize,
-    concurrency: usize,
-) -> Vec<(BuyResult, Duration)> {
-    use futures::StreamExt;
-    futures::stream::iter(0..buyers)
-        .map(|i| {
-            let user = format!("{prefix}-{i}");
-            async move {
-                let sent = Instant::now();
-                let result = target.buy(product, &user).await;
-                (result, sent.elapsed())
-            }
-        })
-        .buffer_unordered(concurrency.max(1))
-        .collect()
-        .await
 }
 
 /// The row of a scripted race: the drained ledger and every buy's result.
@@ -322,7 +306,7 @@ async fn scripted_row(
     target: &Target,
     product: i64,
     strategy: &str,
-    outcomes: &[(BuyResult, Duration)],
+    outcomes: &[Timed],
     started: Instant,
 ) -> anyhow::Result<Row> {
     let ledger = drained_ledger(target, product).await?;
@@ -333,47 +317,4 @@ async fn scripted_row(
 fn fault(lab: &Lab, process: &str, signal: Signal) -> anyhow::Result<()> {
     eprintln!("  fault: {signal} -> {process}");
     lab.signal(process, signal)
-}
-
-/// The table of a scenario run: the race columns plus expected and met.
-pub fn render(rows: &[ScenarioRow]) -> String {
-    let mut out = format!(
-        "{:<24} {:<16} {:<14} {:>7} {:>6} {:>9} {:>8} {:>9} {:>8} {:>8}  {:<5} expected / errors\n",
-        "scenario",
-        "strategy",
-        "variant",
-        "initial",
-        "sold",
-        "client_ok",
-        "oversold",
-        "remaining",
-        "rps",
-        "p99_ms",
-        "met"
-    );
-    for r in rows {
-        let errors: Vec<String> = r
-            .row
-            .errors
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        out.push_str(&format!(
-            "{:<24} {:<16} {:<14} {:>7} {:>6} {:>9} {:>8} {:>9} {:>8.0} {:>8.1}  {:<5} {} / {}\n",
-            r.scenario,
-            r.row.strategy,
-            r.variant,
-            r.row.initial,
-            r.row.sold,
-            r.row.client_ok,
-            r.row.oversold,
-            r.row.remaining,
-            r.row.rps,
-            r.row.p99_ms,
-            if r.met { "yes" } else { "NO" },
-            r.expected,
-            errors.join(" ")
-        ));
-    }
-    out
 }

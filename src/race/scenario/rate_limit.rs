@@ -11,10 +11,10 @@
 //! both layers refuse some requests however slow the machine is (up to a
 //! race of ~10 s).
 
-use serde_json::json;
-
-use super::{Case, Ctx, Expect, ScenarioRow};
+use super::{Case, Ctx, ScenarioRow, Topology};
+use crate::info::Expect;
 use crate::lab::nginx::GatewayLimits;
+use crate::product::Settings;
 use crate::race::client::Target;
 
 const NAME: &str = "rate-limit";
@@ -25,34 +25,40 @@ const GATEWAY: (u32, u32) = (100, 20);
 const SERVICE: (u32, u32) = (20, 5);
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    let gateway = GatewayLimits {
-        gateway_rate: GATEWAY.0,
-        gateway_burst: GATEWAY.1,
-        ..Default::default()
+    let topology = Topology {
+        instances: 2,
+        gateway: GatewayLimits {
+            gateway_rate: GATEWAY.0,
+            gateway_burst: GATEWAY.1,
+            ..Default::default()
+        },
+        instance_env: vec![
+            ("SECKILL_RATE_PER_SEC".to_owned(), SERVICE.0.to_string()),
+            ("SECKILL_RATE_BURST".to_owned(), SERVICE.1.to_string()),
+        ],
     };
-    let env = vec![
-        ("SECKILL_RATE_PER_SEC".to_owned(), SERVICE.0.to_string()),
-        ("SECKILL_RATE_BURST".to_owned(), SERVICE.1.to_string()),
-    ];
-    let lab = ctx.lab_with(2, gateway, env).await?;
-    let result = async {
+    ctx.with_lab(topology, async |ctx, lab| {
         let target = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
         let variant = format!("gw={}/s svc={}/s", GATEWAY.0, SERVICE.0);
         let mut rows = Vec::new();
+        // One lock-free and one locked strategy: the edge is in front of
+        // both, whatever sells behind it.
         for strategy in ["redis-lua", "redis-lock"] {
             // Bucket refill between races: each starts with full buckets.
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             // 1000 buyers arriving over 2 s: a sustained flood, so the
             // rates (not just the bursts) show in the counts.
+            let settings = Settings {
+                work_ms: 1,
+                ..Settings::default()
+            };
             let case = Case::new(NAME, strategy, 100, 1000, Expect::Throttled)
                 .variant(&variant)
                 .paced(2)
-                .settings(json!({"work_ms": 1}));
+                .settings(settings);
             rows.push(ctx.race(&target, case).await?);
         }
         Ok(rows)
-    }
-    .await;
-    lab.stop().await;
-    result
+    })
+    .await
 }

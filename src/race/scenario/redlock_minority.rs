@@ -1,32 +1,38 @@
-//! `redlock-minority-down`: one of the three RedLock masters is stopped.
+//! `redlock-minority-down`: one of the three RedLock masters is killed.
 //! With a majority quorum `redlock` keeps selling, oversell 0; with
 //! `quorum: "all"` (the articles' MultiLock) no lock can be taken and every
-//! buyer is turned away as `busy` — nothing sold, nothing oversold.
+//! buyer is turned away as `busy` — nothing sold, nothing oversold. Raced:
+//! every strategy whose catalogue entry declares the hazard.
 
 use nix::sys::signal::Signal;
-use serde_json::json;
 
-use super::{Case, Ctx, Expect, ScenarioRow, fault};
+use super::{Case, Ctx, ScenarioRow, Topology, fault};
+use crate::info::{Expect, Hazard};
+use crate::product::{Quorum, Settings};
 use crate::race::client::Target;
 
 const NAME: &str = "redlock-minority-down";
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    let lab = ctx.lab(2).await?;
-    let result = async {
+    ctx.with_lab(Topology::two_instances(), async |ctx, lab| {
         let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
-        fault(&lab, "redis-3", Signal::SIGKILL)?;
-        let majority =
-            Case::new(NAME, "redlock", 20, 100, Expect::SellsAll).variant("quorum=majority");
-        let all = Case::new(NAME, "redlock", 20, 100, Expect::Stalls)
-            .variant("quorum=all")
-            .settings(json!({"quorum": "all", "acquire_timeout_ms": 300}));
-        Ok(vec![
-            ctx.race(&gateway, majority).await?,
-            ctx.race(&gateway, all).await?,
-        ])
-    }
-    .await;
-    lab.stop().await;
-    result
+        fault(lab, "redis-3", Signal::SIGKILL)?;
+        let all = Settings {
+            quorum: Quorum::All,
+            acquire_timeout_ms: 300,
+            ..Settings::default()
+        };
+        let mut rows = Vec::new();
+        for (strategy, expect) in ctx.under(Hazard::MinorityDown) {
+            let majority = Case::new(NAME, strategy, 20, 100, expect).variant("quorum=majority");
+            rows.push(ctx.race(&gateway, majority).await?);
+            // Requiring every master, one down is no lock at all.
+            let every = Case::new(NAME, strategy, 20, 100, Expect::Stalls)
+                .variant("quorum=all")
+                .settings(all);
+            rows.push(ctx.race(&gateway, every).await?);
+        }
+        Ok(rows)
+    })
+    .await
 }

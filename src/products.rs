@@ -1,51 +1,28 @@
-//! Product bookkeeping: loading a product on the buy path and resetting it
+//! The product store: loading a product on the buy path and resetting it
 //! in every backend.
 //!
 //! PostgreSQL holds the authoritative row; Redis holds a JSON copy that the
 //! buy path reads in one round trip, refilled from PostgreSQL on a miss.
 
-use std::time::Duration;
-
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use serde::Deserialize;
 
-use crate::error::{ApiError, BackendError};
-use crate::lock;
-use crate::product::{MAX_SEGMENTS, MAX_STOCK, Product, Settings, keys};
-use crate::strategy::{Backends, Registry, StockLayout};
+use crate::backends::{Backends, Footprint};
+use crate::error::{BackendError, Invalid};
+use crate::product::{Product, ResetRequest, Settings, keys, truncate};
+use crate::strategy::{Catalogue, StockLayout};
 
-/// The body of `PUT /admin/products/{id}`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResetRequest {
-    /// Units on sale after the reset.
-    pub stock: i64,
-    /// Strategy id from the registry.
-    pub strategy: String,
-    /// The strategy's knobs; omitted ones take their defaults.
-    #[serde(flatten)]
-    pub settings: Settings,
-}
-
-impl ResetRequest {
-    /// Checks the request against the registry and the settings' ranges.
-    pub fn validate(&self, registry: &Registry) -> Result<(), ApiError> {
-        if !(0..=MAX_STOCK).contains(&self.stock) {
-            return Err(ApiError::BadRequest(format!(
-                "stock must be between 0 and {MAX_STOCK}, got {}",
-                self.stock
-            )));
-        }
-        if registry.get(&self.strategy).is_none() {
-            return Err(ApiError::BadRequest(format!(
-                "unknown strategy {:?}; known: {}",
-                crate::product::truncate(&self.strategy, 40),
-                registry.ids().join(", ")
-            )));
-        }
-        self.settings.validate()
+/// Checks a reset request: its ranges, and that the catalogue knows its
+/// strategy.
+pub fn validate(request: &ResetRequest, catalogue: &Catalogue) -> Result<(), Invalid> {
+    if catalogue.get(&request.strategy).is_none() {
+        return Err(Invalid(format!(
+            "unknown strategy {:?}; known: {}",
+            truncate(&request.strategy, 40),
+            catalogue.ids().join(", ")
+        )));
     }
+    request.validate()
 }
 
 /// The product for a buy or a ledger read; `None` if it was never created.
@@ -70,13 +47,21 @@ pub async fn load(
 
 /// The authoritative row.
 async fn load_from_db(backends: &Backends, id: i64) -> Result<Option<Product>, BackendError> {
-    let row: Option<ProductRow> =
-        sqlx::query_as("SELECT id, strategy, settings, initial, epoch FROM products WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&backends.pg)
-            .await?;
+    let row: Option<ProductRow> = sqlx::query_as(SELECT_ONE)
+        .bind(id)
+        .fetch_optional(&backends.pg)
+        .await?;
     Ok(row.map(into_product))
 }
+
+/// One product's row, as [`ProductRow`] wants it (a macro, so that the
+/// reset's locking read can extend it at compile time).
+macro_rules! select_one {
+    () => {
+        "SELECT id, strategy, settings, initial, epoch FROM products WHERE id = $1"
+    };
+}
+const SELECT_ONE: &str = select_one!();
 
 /// A `products` row as selected by [`load_from_db`] and [`all`].
 type ProductRow = (i64, String, sqlx::types::Json<Settings>, i64, i64);
@@ -101,21 +86,28 @@ pub async fn all(backends: &Backends) -> Result<Vec<Product>, BackendError> {
 }
 
 /// Creates or resets a product: a new epoch, fresh stock laid out as its
-/// strategy wants it, its orders deleted and its locks cleared in every
-/// backend.
+/// strategy wants it, its orders deleted and, in every backend, whatever
+/// any strategy keeps for it (each declares its [`Footprint`]), so a
+/// product that changes strategy or segments starts clean.
 ///
 /// Orders of the old epoch still in the stream are written later by the
 /// order writer but never counted: the ledger filters on the epoch.
 pub async fn reset(
     backends: &Backends,
-    registry: &Registry,
+    catalogue: &Catalogue,
     id: i64,
     request: &ResetRequest,
 ) -> Result<Product, BackendError> {
-    let strategy = registry
+    let strategy = catalogue
         .get(&request.strategy)
         .ok_or_else(|| BackendError::Corrupt(format!("unknown strategy {}", request.strategy)))?;
     let mut tx = backends.pg.begin().await?;
+    // The row as it was, locked until the reset commits: its footprint
+    // (say, more segments than the new settings have) goes too.
+    let old: Option<ProductRow> = sqlx::query_as(concat!(select_one!(), " FOR UPDATE"))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
     let epoch: i64 = sqlx::query_scalar(
         "INSERT INTO products (id, strategy, settings, initial, stock, version, epoch, fence, reset_at) \
          VALUES ($1, $2, $3, $4, $4, 0, 1, 0, now()) \
@@ -130,20 +122,6 @@ pub async fn reset(
     .bind(request.stock)
     .fetch_one(&mut *tx)
     .await?;
-    sqlx::query("DELETE FROM orders WHERE product_id = $1")
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("DELETE FROM buyer_counts WHERE product_id = $1")
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("DELETE FROM locks WHERE name = $1")
-        .bind(lock::db_lock_table::lock_name(id))
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-
     let product = Product {
         id,
         strategy: request.strategy.clone(),
@@ -151,19 +129,19 @@ pub async fn reset(
         initial: request.stock,
         epoch,
     };
+    let stale = footprint(catalogue, old.map(into_product).iter().chain([&product]));
+    for delete in [
+        "DELETE FROM orders WHERE product_id = $1",
+        "DELETE FROM buyer_counts WHERE product_id = $1",
+    ] {
+        sqlx::query(delete).bind(id).execute(&mut *tx).await?;
+    }
+    stale.clear_rows(&mut tx).await?;
+    tx.commit().await?;
+
     let mut pipe = redis::pipe();
     pipe.atomic();
-    // Every key any strategy may have used for this product goes, so a
-    // product that changes strategy starts clean.
-    pipe.del(keys::stock(id)).ignore();
-    pipe.del(keys::lock(id)).ignore();
-    pipe.del(keys::fence(id)).ignore();
-    pipe.del(keys::fence_seen(id)).ignore();
-    pipe.del(keys::buyers(id)).ignore();
-    for k in 0..MAX_SEGMENTS {
-        pipe.del(keys::segment(id, k)).ignore();
-        pipe.del(keys::segment_lock(id, k)).ignore();
-    }
+    stale.clear_redis(&mut pipe);
     if let StockLayout::Redis(stock_keys) = strategy.layout(&product) {
         for (key, share) in stock_keys
             .iter()
@@ -176,8 +154,26 @@ pub async fn reset(
     pipe.set(keys::product(id), to_json(&product)).ignore();
     let mut conn = backends.redis.get().await?;
     pipe.query_async::<()>(&mut *conn).await?;
-    clear_remote_locks(backends, id).await;
+    stale.clear_remote(backends).await;
     Ok(product)
+}
+
+/// Everything any strategy may keep for these versions of a product: each
+/// strategy's footprint and Redis stock keys, and the product's buyer
+/// counts. Every strategy, not only the product's: a product that changes
+/// strategy must not inherit the last one's locks.
+fn footprint<'a>(catalogue: &Catalogue, versions: impl Iterator<Item = &'a Product>) -> Footprint {
+    let mut all = Footprint::default();
+    for product in versions {
+        all = all.and(Footprint::redis([keys::buyers(product.id)]));
+        for strategy in catalogue.all() {
+            all = all.and(strategy.footprint(product));
+            if let StockLayout::Redis(stock_keys) = strategy.layout(product) {
+                all = all.and(Footprint::redis(stock_keys));
+            }
+        }
+    }
+    all
 }
 
 /// Splits `stock` over `parts` as evenly as possible, the remainder spread
@@ -187,27 +183,6 @@ pub fn split(stock: i64, parts: usize) -> Vec<i64> {
     (0..parts_i)
         .map(|i| stock / parts_i + i64::from(i < stock % parts_i))
         .collect()
-}
-
-/// Best effort: the lock key on every RedLock master and the product's
-/// ZooKeeper lock nodes. A master or ZooKeeper that is down has nothing a
-/// live holder could be confused by.
-async fn clear_remote_locks(backends: &Backends, id: i64) {
-    for master in backends.redlock.iter() {
-        let cleared =
-            tokio::time::timeout(Duration::from_millis(200), master.del(&keys::lock(id))).await;
-        if cleared.is_err() {
-            tracing::debug!(product = id, "a redlock master did not answer the reset");
-        }
-    }
-    if let Some(zk) = &backends.zookeeper {
-        let dir = lock::zookeeper::lock_dir(id);
-        if let Ok(children) = zk.list_children(&dir).await {
-            for child in children {
-                let _ = zk.delete(&format!("{dir}/{child}"), None).await;
-            }
-        }
-    }
 }
 
 fn to_json(product: &Product) -> String {

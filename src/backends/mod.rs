@@ -1,0 +1,113 @@
+//! The connections every layer above uses — Redis, PostgreSQL, the RedLock
+//! masters, ZooKeeper — and [`Footprint`], what a product leaves in them.
+//! Handles only: no knowledge of products, locks or strategies.
+
+pub mod lease;
+pub mod redlock;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::BackendError;
+use redlock::Master;
+
+/// The connections every strategy may use.
+#[derive(Clone)]
+pub struct Backends {
+    /// Pooled multiplexed Redis connections.
+    pub redis: deadpool_redis::Pool,
+    /// The same Redis, for what a pool cannot do (Pub/Sub subscriptions).
+    pub redis_client: redis::Client,
+    /// Pooled PostgreSQL connections.
+    pub pg: sqlx::PgPool,
+    /// The independent RedLock masters.
+    pub redlock: Arc<Vec<Master>>,
+    /// ZooKeeper session, when configured.
+    pub zookeeper: Option<zookeeper_client::Client>,
+}
+
+/// What a strategy keeps per product outside the product's own row and
+/// stock: lock keys, fencing counters, lock rows, lock nodes. Each lock,
+/// store and strategy declares its own, and a reset clears the union, so
+/// no list of every strategy's keys is kept by hand anywhere.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Keys on the main Redis.
+    pub redis: Vec<String>,
+    /// Keys on every RedLock master.
+    pub redlock: Vec<String>,
+    /// Rows of the `locks` table, by name.
+    pub lock_rows: Vec<String>,
+    /// ZooKeeper directories whose children are lock nodes.
+    pub lock_nodes: Vec<String>,
+}
+
+impl Footprint {
+    /// Redis keys only.
+    pub fn redis(keys: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            redis: keys.into_iter().collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Both footprints, each entry once.
+    pub fn and(mut self, other: Self) -> Self {
+        fn merge(into: &mut Vec<String>, from: Vec<String>) {
+            for item in from {
+                if !into.contains(&item) {
+                    into.push(item);
+                }
+            }
+        }
+        merge(&mut self.redis, other.redis);
+        merge(&mut self.redlock, other.redlock);
+        merge(&mut self.lock_rows, other.lock_rows);
+        merge(&mut self.lock_nodes, other.lock_nodes);
+        self
+    }
+
+    /// Deletes the lock rows inside the caller's transaction (the reset's),
+    /// so they go with the rest of the product's rows.
+    pub async fn clear_rows(&self, tx: &mut sqlx::PgConnection) -> Result<(), BackendError> {
+        if !self.lock_rows.is_empty() {
+            sqlx::query("DELETE FROM locks WHERE name = ANY($1)")
+                .bind(&self.lock_rows)
+                .execute(tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Adds the deletion of the Redis keys to the caller's pipeline (the
+    /// reset's, which also lays out the new stock).
+    pub fn clear_redis(&self, pipe: &mut redis::Pipeline) {
+        for key in &self.redis {
+            pipe.del(key).ignore();
+        }
+    }
+
+    /// Best effort: the keys on every RedLock master and the lock nodes.
+    /// A master or ZooKeeper that is down has nothing a live holder could
+    /// be confused by.
+    pub async fn clear_remote(&self, backends: &Backends) {
+        for master in backends.redlock.iter() {
+            for key in &self.redlock {
+                let cleared =
+                    tokio::time::timeout(Duration::from_millis(200), master.del(key)).await;
+                if cleared.is_err() {
+                    tracing::debug!(key, "a redlock master did not answer the reset");
+                }
+            }
+        }
+        if let Some(zk) = &backends.zookeeper {
+            for dir in &self.lock_nodes {
+                if let Ok(children) = zk.list_children(dir).await {
+                    for child in children {
+                        let _ = zk.delete(&format!("{dir}/{child}"), None).await;
+                    }
+                }
+            }
+        }
+    }
+}

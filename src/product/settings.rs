@@ -1,0 +1,120 @@
+//! Per-product knobs of a strategy, as sent in the reset body.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Invalid;
+
+/// Upper bound of every millisecond knob: a minute is already absurd for
+/// simulated work and keeps a typo from parking a request for hours.
+pub const MAX_MS: u64 = 60_000;
+/// Upper bound of `max_retries`.
+pub const MAX_RETRIES: u32 = 10_000;
+/// Upper bound of `segments`.
+pub const MAX_SEGMENTS: u32 = 64;
+/// Upper bound of `per_user_limit`.
+pub const MAX_PER_USER: u32 = 1_000_000;
+
+/// Which store holds a product's stock. Here, at the bottom, because a
+/// product's settings name it; the stores themselves live in
+/// [`crate::store`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// `seckill:{id}:stock` in Redis; orders go through the stream.
+    Redis,
+    /// `products.stock` in PostgreSQL; orders inserted in the transaction.
+    Postgres,
+}
+
+/// RedLock's agreement rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Quorum {
+    /// More than half of the masters.
+    #[default]
+    Majority,
+    /// Every master (MultiLock): one master down means no lock.
+    All,
+}
+
+/// Per-product knobs of a strategy.
+///
+/// Defaults keep the safe strategies fast; the races that demonstrate a
+/// failure set `work_ms`/`lease_ms` explicitly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Simulated business work inside the critical section (or the
+    /// transaction), in ms: what makes races and lease expiry reproducible.
+    pub work_ms: u64,
+    /// Lock time-to-live in ms for the lease-based locks.
+    pub lease_ms: u64,
+    /// How long a buyer waits for a lock before giving up as `busy`.
+    pub acquire_timeout_ms: u64,
+    /// How often an optimistic update is retried before giving up as `busy`.
+    pub max_retries: u32,
+    /// Where a locked strategy keeps the stock (default: the strategy's
+    /// own backend), so "RedLock guarding a PostgreSQL row" is one reset
+    /// away.
+    pub store: Option<StoreKind>,
+    /// Stock segments of `segmented`.
+    pub segments: u32,
+    /// How many RedLock masters must agree: a majority, or all of them
+    /// (the articles' MultiLock).
+    pub quorum: Quorum,
+    /// `setnx-naive` only: a pause between its SETNX and its EXPIRE, which
+    /// widens the window where a crash leaves a lock that never expires.
+    pub crash_gap_ms: u64,
+    /// Units one buyer may hold of the product; 0 = unlimited. Enforced in
+    /// the same atomic step as the decrement (see [`crate::limit`]).
+    pub per_user_limit: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            work_ms: 0,
+            lease_ms: 5_000,
+            acquire_timeout_ms: 5_000,
+            max_retries: 20,
+            store: None,
+            segments: 8,
+            quorum: Quorum::Majority,
+            crash_gap_ms: 0,
+            per_user_limit: 0,
+        }
+    }
+}
+
+impl Settings {
+    /// Rejects values that are out of range instead of clamping them, so a
+    /// caller never races under settings it did not ask for.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let check = |name: &str, value: u64, min: u64, max: u64| {
+            if value < min || value > max {
+                Err(Invalid(format!(
+                    "{name} must be between {min} and {max}, got {value}"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        check("work_ms", self.work_ms, 0, MAX_MS)?;
+        check("lease_ms", self.lease_ms, 1, MAX_MS)?;
+        check("acquire_timeout_ms", self.acquire_timeout_ms, 0, MAX_MS)?;
+        check(
+            "max_retries",
+            self.max_retries.into(),
+            0,
+            MAX_RETRIES.into(),
+        )?;
+        check("segments", self.segments.into(), 1, MAX_SEGMENTS.into())?;
+        check("crash_gap_ms", self.crash_gap_ms, 0, MAX_MS)?;
+        check(
+            "per_user_limit",
+            self.per_user_limit.into(),
+            0,
+            MAX_PER_USER.into(),
+        )
+    }
+}

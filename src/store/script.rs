@@ -1,0 +1,158 @@
+//! The Redis scripts that sell, written against one layout: the same KEYS
+//! and ARGV in the same places for every such script, named once by Lua
+//! locals in [`PRELUDE`], and one table of answers ([`Written`]). No script
+//! body uses a bare position or a bare number.
+//!
+//! The shared fragments — the reset check, the per-buyer limit, recording
+//! the order in the stream — are written once here, so every script that
+//! sells records an order of the same shape.
+
+use redis::Script;
+
+use crate::error::BackendError;
+use crate::orders::fields;
+use crate::product::keys;
+use crate::sale::BuyCtx;
+
+/// What a selling script (or a PostgreSQL write) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// Stock written and order recorded, atomically.
+    Sold,
+    /// Nothing written: no stock left.
+    SoldOut,
+    /// Nothing written: the product was reset since the buy began.
+    Reset,
+    /// Nothing written: the buyer already holds `per_user_limit` units.
+    LimitReached,
+    /// Nothing written: a holder with a newer fencing token touched the
+    /// stock since this one read it.
+    Fenced,
+}
+
+/// Each answer's code on the Lua side.
+const CODES: [(Written, i64); 5] = [
+    (Written::Sold, 1),
+    (Written::SoldOut, 2),
+    (Written::Reset, 3),
+    (Written::LimitReached, 4),
+    (Written::Fenced, 5),
+];
+
+impl Written {
+    /// The code a script returns for this answer.
+    pub fn code(self) -> i64 {
+        CODES
+            .iter()
+            .find(|(w, _)| *w == self)
+            .map_or(0, |(_, c)| *c)
+    }
+
+    /// The answer a script's code stands for.
+    pub fn from_code(code: i64) -> Result<Self, BackendError> {
+        CODES
+            .iter()
+            .find(|(_, c)| *c == code)
+            .map(|(w, _)| *w)
+            .ok_or_else(|| BackendError::Corrupt(format!("a selling script answered {code}")))
+    }
+}
+
+/// Names every KEYS and ARGV slot of a selling script; [`run`] fills them
+/// in this order.
+pub const PRELUDE: &str = "\
+local stock_key, epoch_key, orders_key, buyers_key, fence_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] \
+local epoch, limit = ARGV[1], tonumber(ARGV[2]) \
+local order_id, product, user, strategy, served_by = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7] \
+local new_stock, fence = ARGV[8], ARGV[9] ";
+
+/// A selling script: [`PRELUDE`], then `body`, where `{sold}`, `{sold_out}`,
+/// `{reset}`, `{limit_reached}`, `{fenced}` stand for the answers' codes
+/// and `{check_epoch}`, `{check_limit}`, `{record}` for the shared steps.
+pub fn selling(body: &str) -> Script {
+    Script::new(&expand(body))
+}
+
+/// The full text of a [`selling`] script.
+fn expand(body: &str) -> String {
+    let code = |w: Written| w.code().to_string();
+    let check_epoch = format!(
+        "if redis.call('GET', epoch_key) ~= epoch then return {} end",
+        code(Written::Reset)
+    );
+    let check_limit = format!(
+        "if limit > 0 and tonumber(redis.call('HGET', buyers_key, user) or '0') >= limit \
+         then return {} end",
+        code(Written::LimitReached)
+    );
+    let record = format!(
+        "if limit > 0 then redis.call('HINCRBY', buyers_key, user, 1) end \
+         redis.call('XADD', orders_key, '*', '{o}', order_id, '{p}', product, '{e}', epoch, \
+         '{u}', user, '{s}', strategy, '{sb}', served_by)",
+        o = fields::ORDER,
+        p = fields::PRODUCT,
+        e = fields::EPOCH,
+        u = fields::USER,
+        s = fields::STRATEGY,
+        sb = fields::SERVED_BY,
+    );
+    let text = body
+        .replace("{check_epoch}", &check_epoch)
+        .replace("{check_limit}", &check_limit)
+        .replace("{record}", &record)
+        .replace("{sold}", &code(Written::Sold))
+        .replace("{sold_out}", &code(Written::SoldOut))
+        .replace("{reset}", &code(Written::Reset))
+        .replace("{limit_reached}", &code(Written::LimitReached))
+        .replace("{fenced}", &code(Written::Fenced));
+    format!("{PRELUDE}{text}")
+}
+
+/// Runs a [`selling`] script for this buy on `stock_key`, with the new
+/// stock and the fencing token where the script uses them.
+pub async fn run(
+    script: &Script,
+    ctx: &BuyCtx<'_>,
+    stock_key: &str,
+    new_stock: Option<i64>,
+    fence: Option<u64>,
+) -> Result<Written, BackendError> {
+    let id = ctx.product.id;
+    let code: i64 = script
+        .key(stock_key)
+        .key(keys::epoch(id))
+        .key(keys::ORDERS)
+        .key(keys::buyers(id))
+        .key(keys::fence_seen(id))
+        .arg(ctx.product.epoch)
+        .arg(ctx.product.settings.per_user_limit)
+        .arg(&ctx.order.stream_args())
+        .arg(new_stock.map(|s| s.to_string()).unwrap_or_default())
+        .arg(fence.map(|t| t.to_string()).unwrap_or_default())
+        .invoke_async(&mut ctx.redis.clone())
+        .await?;
+    Written::from_code(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_answer_has_its_own_code() {
+        for (written, code) in CODES {
+            assert_eq!(Written::from_code(code).unwrap(), written);
+            assert_eq!(written.code(), code);
+        }
+        assert!(Written::from_code(0).is_err());
+    }
+
+    #[test]
+    fn the_steps_are_filled_in_and_positions_stay_in_the_prelude() {
+        let text = expand("{check_epoch} {check_limit} {record} return {sold}");
+        assert!(!text.contains('{'), "a step was left unexpanded: {text}");
+        let body = &text[PRELUDE.len()..];
+        assert!(!body.contains("ARGV[") && !body.contains("KEYS["), "{body}");
+        assert!(body.ends_with(&format!("return {}", Written::Sold.code())));
+    }
+}
