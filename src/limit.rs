@@ -3,7 +3,7 @@
 //!
 //! The check and the record are always one atomic step with the stock
 //! change: inside the same Lua script for Redis stores (the shared steps
-//! of [`crate::store::script`]), inside the same
+//! of the store's selling scripts), inside the same
 //! transaction for PostgreSQL. Checking first and recording after the sale
 //! is the classic bug: two concurrent requests of one buyer both pass the
 //! check, and a refusal that comes after the decrement leaks the unit.

@@ -1,6 +1,6 @@
 //! One independent RedLock master: a connection handle, like the pools in
 //! [`super::Backends`]. The RedLock algorithm itself is in
-//! [`crate::lock::redlock`].
+//! `lock::redlock`, a layer up.
 
 use std::time::{Duration, Instant};
 

@@ -150,7 +150,7 @@ fn rate_limited(route: MethodRouter<AppState>, edge: &EdgeArgs) -> MethodRouter<
         .expect("a non-zero period and burst always make a config");
     // The sweeper holds the limiter weakly: it ends once the router (and
     // with it the limiter) is dropped at shutdown.
-    let limiter = std::sync::Arc::downgrade(per_client.limiter());
+    let limiter = Arc::downgrade(per_client.limiter());
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(60)).await;

@@ -51,6 +51,22 @@ pub struct LabArgs {
     pub instance_env: Vec<(String, String)>,
 }
 
+impl LabArgs {
+    /// `instances` instances behind nginx with its default limits, a random
+    /// admin token and the prose report: what `seckill race` and the
+    /// scenarios start (a scenario may tighten the limits).
+    pub fn with_instances(instances: usize) -> Self {
+        Self {
+            instances,
+            gateway_port: None,
+            admin_token: None,
+            json: false,
+            gateway: nginx::GatewayLimits::default(),
+            instance_env: Vec::new(),
+        }
+    }
+}
+
 /// The environment the lab gives an instance: what docker-compose.yml must
 /// give its `app` service too (a test compares the two).
 pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'static str, String)> {

@@ -1,6 +1,6 @@
 //! Locks: acquire, hold a guard, release. A locked strategy is one of these
 //! composed with the shared critical section
-//! ([`crate::strategy::locked::Locked`]), so locks differ only in how they
+//! (`strategy::locked::Locked`, a layer up), so locks differ only in how they
 //! lock. Each file opens with the recipe it reproduces and its failure
 //! mode, and describes the strategy it makes (`pub const INFO`); the
 //! catalogue puts the two together.

@@ -92,7 +92,7 @@ impl Order {
     }
 
     /// The stream fields as Lua ARGV, in the order the selling scripts'
-    /// prelude names them (see [`crate::store::script`]).
+    /// prelude names them (`store::script`, a layer up).
     pub fn stream_args(&self) -> [String; 5] {
         [
             self.order_id.to_string(),

@@ -16,7 +16,7 @@ pub const MAX_PER_USER: u32 = 1_000_000;
 
 /// Which store holds a product's stock. Here, at the bottom, because a
 /// product's settings name it; the stores themselves live in
-/// [`crate::store`].
+/// `store`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreKind {
@@ -66,7 +66,7 @@ pub struct Settings {
     /// widens the window where a crash leaves a lock that never expires.
     pub crash_gap_ms: u64,
     /// Units one buyer may hold of the product; 0 = unlimited. Enforced in
-    /// the same atomic step as the decrement (see [`crate::limit`]).
+    /// the same atomic step as the decrement (see the `limit` module).
     pub per_user_limit: u32,
 }
 

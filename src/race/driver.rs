@@ -67,12 +67,14 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs one race against `target` and returns its row.
 pub async fn race(target: &Target, spec: &RaceSpec) -> anyhow::Result<Row> {
-    let reset = ResetRequest {
-        stock: spec.stock,
-        strategy: spec.strategy.clone(),
-        settings: spec.settings,
-    };
-    target.reset(spec.product_id, &reset).await?;
+    reset(
+        target,
+        spec.product_id,
+        &spec.strategy,
+        spec.stock,
+        spec.settings,
+    )
+    .await?;
     let prefix = format!("race-{:08x}", rand::random::<u32>());
     let started = Instant::now();
     let outcomes = fire(
@@ -87,6 +89,23 @@ pub async fn race(target: &Target, spec: &RaceSpec) -> anyhow::Result<Row> {
     let elapsed = started.elapsed();
     let ledger = drained_ledger(target, spec.product_id).await?;
     Ok(summarize(&spec.strategy, &ledger, &outcomes, elapsed))
+}
+
+/// Resets `product` to `stock` units under `strategy` with `settings`.
+pub async fn reset(
+    target: &Target,
+    product: i64,
+    strategy: &str,
+    stock: i64,
+    settings: Settings,
+) -> anyhow::Result<()> {
+    let request = ResetRequest {
+        stock,
+        strategy: strategy.to_owned(),
+        settings,
+    };
+    target.reset(product, &request).await?;
+    Ok(())
 }
 
 /// What one buyer got, and how long it took.

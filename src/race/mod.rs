@@ -86,12 +86,8 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
         None => {
             eprintln!("starting a lab with {} instances…", args.instances);
             let lab_args = LabArgs {
-                instances: args.instances,
-                gateway_port: None,
                 admin_token: args.admin_token.clone(),
-                json: false,
-                gateway: Default::default(),
-                instance_env: Vec::new(),
+                ..LabArgs::with_instances(args.instances)
             };
             Some(Lab::start(&lab_args).await?)
         }

@@ -3,13 +3,14 @@
 //! catalogue entry's (only the lockless and the process-local ones
 //! oversell).
 
-use super::{Case, Ctx, ScenarioRow, Topology};
+use super::{Case, Ctx, ScenarioRow};
 use crate::info::Hazard;
+use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    ctx.with_lab(Topology::two_instances(), async |ctx, lab| {
+    ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
         let knobs = ctx.knobs.clone();
         let gateway = Target::new(
             &lab.info.gateway_url,

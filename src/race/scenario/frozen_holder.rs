@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::{Ctx, ScenarioRow, Topology, buy_in_background, fault, judge, reset, scripted_row};
+use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset, scripted_row};
 use crate::info::Hazard;
+use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     // The lab's stop resumes a frozen instance before stopping it, so an
     // early error leaves nothing frozen behind.
-    ctx.with_lab(Topology::two_instances(), async |ctx, lab| {
+    ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
         let token = &lab.info.admin_token;
         let a = Target::new(&lab.info.instances[0].url, token, 8)?;
         let b = Target::new(&lab.info.instances[1].url, token, 8)?;

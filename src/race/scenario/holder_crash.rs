@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::{Ctx, ScenarioRow, Topology, buy_in_background, fault, judge, reset, scripted_row};
+use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset, scripted_row};
 use crate::info::Hazard;
+use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
 use crate::race::driver::fire;
@@ -22,7 +23,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     for (strategy, expect) in ctx.under(Hazard::HolderCrash) {
         // A fresh lab per strategy: the crashed instance stays dead.
         let row = ctx
-            .with_lab(Topology::two_instances(), async |ctx, lab| {
+            .with_lab(LabArgs::with_instances(2), async |ctx, lab| {
                 let product = ctx.product();
                 let token = &lab.info.admin_token;
                 let a = Target::new(&lab.info.instances[0].url, token, 8)?;

@@ -5,13 +5,14 @@
 //! the database's own locks do not. Raced: every strategy whose catalogue
 //! entry declares the hazard, expected to do what it declares.
 
-use super::{Case, Ctx, ScenarioRow, Topology};
+use super::{Case, Ctx, ScenarioRow};
 use crate::info::Hazard;
+use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    ctx.with_lab(Topology::two_instances(), async |ctx, lab| {
+    ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
         let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
         // The watchdog renews every 50 ms: a loaded machine would have to
         // stall it for 100 ms to break redisson, which is the

@@ -3,15 +3,16 @@
 //! instances' sections overlap on every run. Raced: every strategy whose
 //! catalogue entry declares the second-instance hazard.
 
-use super::{Case, Ctx, ScenarioRow, Topology};
+use super::{Case, Ctx, ScenarioRow};
 use crate::info::{Expect, Hazard};
+use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
 
 const NAME: &str = "two-instances-local-lock";
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    ctx.with_lab(Topology::two_instances(), async |ctx, lab| {
+    ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
         let token = &lab.info.admin_token;
         let one = Target::new(&lab.info.instances[0].url, token, 64)?;
         let both = Target::new(&lab.info.gateway_url, token, 64)?;

@@ -23,11 +23,10 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use super::client::Target;
-use super::driver::{RaceSpec, Row, Timed, drained_ledger, race, summarize};
+use super::driver::{RaceSpec, Row, Timed, drained_ledger, race, reset, summarize};
 use crate::info::{Expect, Hazard};
-use crate::lab::nginx::GatewayLimits;
 use crate::lab::{Lab, LabArgs};
-use crate::product::{ResetRequest, Settings};
+use crate::product::Settings;
 use crate::strategy::Catalogue;
 
 /// Every scenario, in the order `--scenario all` runs them.
@@ -108,24 +107,6 @@ pub struct Ctx {
     next_product: i64,
 }
 
-/// A lab shaped for one scenario.
-#[derive(Debug, Clone, Default)]
-struct Topology {
-    instances: usize,
-    gateway: GatewayLimits,
-    instance_env: Vec<(String, String)>,
-}
-
-impl Topology {
-    /// Two instances behind nginx with the lab's default limits.
-    fn two_instances() -> Self {
-        Self {
-            instances: 2,
-            ..Self::default()
-        }
-    }
-}
-
 impl Ctx {
     fn product(&mut self) -> i64 {
         self.next_product += 1;
@@ -145,18 +126,10 @@ impl Ctx {
     /// `body` returned.
     async fn with_lab<T>(
         &mut self,
-        topology: Topology,
+        topology: LabArgs,
         body: impl AsyncFnOnce(&mut Self, &Lab) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
-        let lab = Lab::start(&LabArgs {
-            instances: topology.instances,
-            gateway_port: None,
-            admin_token: None,
-            json: false,
-            gateway: topology.gateway,
-            instance_env: topology.instance_env,
-        })
-        .await?;
+        let lab = Lab::start(&topology).await?;
         let result = body(self, &lab).await;
         lab.stop().await;
         result
@@ -282,23 +255,6 @@ fn buy_in_background(target: &Target, product: i64, user: &str) -> Pending {
         let result = target.buy(product, &user).await;
         (result, sent.elapsed())
     })
-}
-
-/// Resets `product` through `target`.
-async fn reset(
-    target: &Target,
-    product: i64,
-    strategy: &str,
-    stock: i64,
-    settings: Settings,
-) -> anyhow::Result<()> {
-    let request = ResetRequest {
-        stock,
-        strategy: strategy.to_owned(),
-        settings,
-    };
-    target.reset(product, &request).await?;
-    Ok(())
 }
 
 /// The row of a scripted race: the drained ledger and every buy's result.

@@ -11,8 +11,9 @@
 //! both layers refuse some requests however slow the machine is (up to a
 //! race of ~10 s).
 
-use super::{Case, Ctx, ScenarioRow, Topology};
+use super::{Case, Ctx, ScenarioRow};
 use crate::info::Expect;
+use crate::lab::LabArgs;
 use crate::lab::nginx::GatewayLimits;
 use crate::product::Settings;
 use crate::race::client::Target;
@@ -25,8 +26,7 @@ const GATEWAY: (u32, u32) = (100, 20);
 const SERVICE: (u32, u32) = (20, 5);
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    let topology = Topology {
-        instances: 2,
+    let topology = LabArgs {
         gateway: GatewayLimits {
             gateway_rate: GATEWAY.0,
             gateway_burst: GATEWAY.1,
@@ -36,6 +36,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             ("SECKILL_RATE_PER_SEC".to_owned(), SERVICE.0.to_string()),
             ("SECKILL_RATE_BURST".to_owned(), SERVICE.1.to_string()),
         ],
+        ..LabArgs::with_instances(2)
     };
     ctx.with_lab(topology, async |ctx, lab| {
         let target = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;

@@ -6,15 +6,16 @@
 
 use nix::sys::signal::Signal;
 
-use super::{Case, Ctx, ScenarioRow, Topology, fault};
+use super::{Case, Ctx, ScenarioRow, fault};
 use crate::info::{Expect, Hazard};
+use crate::lab::LabArgs;
 use crate::product::{Quorum, Settings};
 use crate::race::client::Target;
 
 const NAME: &str = "redlock-minority-down";
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    ctx.with_lab(Topology::two_instances(), async |ctx, lab| {
+    ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
         let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
         fault(lab, "redis-3", Signal::SIGKILL)?;
         let all = Settings {

@@ -5,8 +5,9 @@
 //! oversell anywhere, and 8 segments at least 4 times the throughput of
 //! one, measured in the same run.
 
-use super::{Case, Ctx, ScenarioRow, Topology};
+use super::{Case, Ctx, ScenarioRow};
 use crate::info::Expect;
+use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
 
@@ -15,7 +16,7 @@ const NAME: &str = "segment-scaling";
 pub const MIN_SPEEDUP: f64 = 4.0;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    ctx.with_lab(Topology::two_instances(), async |ctx, lab| {
+    ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
         let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 80)?;
         let base = Settings {
             work_ms: 50,
