@@ -39,6 +39,88 @@ pub enum BackendError {
     /// hand-edited key), reported instead of guessed around.
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// The step that sells (a COMMIT, the script that decrements and
+    /// records) was sent and no answer came back: the sale may or may not
+    /// have happened. Made only by [`BackendError::at_commit`].
+    #[error("outcome unknown: {0}")]
+    OutcomeUnknown(String),
+}
+
+impl BackendError {
+    /// Reclassifies an error of the step that sells. A connection that was
+    /// never made, or a pool that handed out nothing, sent nothing: the
+    /// error stands. Anything else on the way (a reset, a timeout, a
+    /// server that died mid-COMMIT) may have come after the server applied
+    /// the write, so the outcome is unknown — never "nothing was sold".
+    #[must_use]
+    pub fn at_commit(self) -> Self {
+        if self.surely_unsent() || !self.is_transport() {
+            self
+        } else {
+            Self::OutcomeUnknown(self.to_string())
+        }
+    }
+
+    /// The backend could not be reached or dropped the connection, as
+    /// opposed to answering with an error of its own.
+    pub fn is_transport(&self) -> bool {
+        match self {
+            Self::Redis(e) => {
+                e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+            }
+            Self::RedisPool(_) | Self::ZooKeeper(_) | Self::Unavailable(_) => true,
+            Self::Postgres(e) => pg_transport(e),
+            Self::Task(_) | Self::Corrupt(_) | Self::OutcomeUnknown(_) => false,
+        }
+    }
+
+    /// Nothing can have reached the server: the connection was refused or
+    /// never handed out.
+    fn surely_unsent(&self) -> bool {
+        match self {
+            Self::Redis(e) => e.is_connection_refusal(),
+            Self::RedisPool(_) | Self::Unavailable(_) => true,
+            Self::Postgres(e) => matches!(
+                e,
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
+            ) || matches!(e, sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused),
+            _ => false,
+        }
+    }
+}
+
+/// A PostgreSQL error that is about the connection rather than the
+/// statement: I/O, the pool, or the server going away (SQLSTATE class 08,
+/// connection exception, and 57P0x, shutting down), which answers with an
+/// error but is still a server that is not there.
+fn pg_transport(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P0")),
+        _ => false,
+    }
+}
+
+/// `.at_commit()` on the result of the step that sells.
+pub trait AtCommit<T> {
+    /// See [`BackendError::at_commit`].
+    fn at_commit(self) -> Result<T, BackendError>;
+}
+
+impl<T, E: Into<BackendError>> AtCommit<T> for Result<T, E> {
+    fn at_commit(self) -> Result<T, BackendError> {
+        self.map_err(|e| e.into().at_commit())
+    }
 }
 
 /// Input the domain refuses (a malformed id, an out-of-range setting, an
@@ -90,11 +172,23 @@ pub enum ApiError {
         /// Sent as `Retry-After` (whole seconds, at least 1).
         retry_after: Duration,
     },
+    /// 503: the sale was sent and not answered; the order it would have
+    /// recorded is named so the buyer (and a history check) can look for
+    /// it. Retrying with the same `Idempotency-Key` tells which.
+    #[error("outcome unknown for order {order_id}: {cause}")]
+    OutcomeUnknown {
+        /// The order the sale would have recorded.
+        order_id: uuid::Uuid,
+        /// What went wrong, for the log.
+        cause: String,
+    },
     /// 503 from `/readyz`: a backend is unreachable.
     #[error("not ready: {0}")]
     NotReady(String),
-    /// 500: a backend failed. Logged with its cause; the client sees an
-    /// opaque message and no sale was recorded.
+    /// A backend failed. Logged with its cause; the client sees an opaque
+    /// message. 503 `outcome_unknown` when the selling step was sent and
+    /// not answered, 503 `unavailable` when a backend could not be reached
+    /// before anything was sold, 500 `backend` otherwise (no sale recorded).
     #[error(transparent)]
     Backend(#[from] BackendError),
 }
@@ -120,6 +214,12 @@ impl ApiError {
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             Self::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
+            Self::OutcomeUnknown { .. } | Self::Backend(BackendError::OutcomeUnknown(_)) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown")
+            }
+            Self::Backend(cause) if cause.is_transport() => {
+                (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+            }
             Self::Backend(_) => (StatusCode::INTERNAL_SERVER_ERROR, "backend"),
         }
     }
@@ -129,18 +229,33 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
         let message = match &self {
+            Self::OutcomeUnknown { .. } | Self::Backend(BackendError::OutcomeUnknown(_)) => {
+                tracing::error!(error = %self, "sale outcome unknown");
+                "the sale was sent to a backend that did not answer: it may or may not have \
+                 happened; retry with the same Idempotency-Key to learn which"
+                    .to_owned()
+            }
+            Self::Backend(cause) if cause.is_transport() => {
+                tracing::warn!(error = %cause, "backend unavailable");
+                "a backend is unavailable; nothing was sold; retry later".to_owned()
+            }
             Self::Backend(cause) => {
                 tracing::error!(error = %cause, "backend failure");
                 "a backend failed; nothing was sold".to_owned()
             }
             other => other.to_string(),
         };
-        let mut response = (
-            status,
-            Json(json!({"error": {"code": code, "message": message}})),
-        )
-            .into_response();
-        if let Self::Busy { retry_after, .. } | Self::RateLimited { retry_after } = &self {
+        let mut body = json!({"error": {"code": code, "message": message}});
+        if let Self::OutcomeUnknown { order_id, .. } = &self {
+            body["error"]["order_id"] = json!(order_id);
+        }
+        let mut response = (status, Json(body)).into_response();
+        let retry_after = match &self {
+            Self::Busy { retry_after, .. } | Self::RateLimited { retry_after } => Some(*retry_after),
+            _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(Duration::from_secs(1)),
+            _ => None,
+        };
+        if let Some(retry_after) = retry_after {
             let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
             response
                 .headers_mut()

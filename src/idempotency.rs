@@ -60,6 +60,9 @@ pub struct Sold {
     pub strategy: String,
     /// The instance that sold it.
     pub served_by: String,
+    /// The stock right after this sale, where the strategy knows it: the
+    /// buyer's unit number, in effect (no two sales may share one).
+    pub stock_left: Option<i64>,
 }
 
 /// The request's `Idempotency-Key`, if any: 1 to 128 visible ASCII

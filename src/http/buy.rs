@@ -135,12 +135,13 @@ async fn sell(
     telemetry::buy(strategy.info().id, label);
     tracing::debug!(outcome = label, "buy done");
     let refusal = match outcome {
-        Ok(Outcome::Sold) => {
+        Ok(Outcome::Sold { left }) => {
             let sold = Sold {
                 order_id: order.order_id,
                 product_id: product.id,
                 strategy: order.strategy,
                 served_by: order.served_by,
+                stock_left: left,
             };
             if let Some(claim) = &claim {
                 // The order stands either way; without the answer the key
@@ -163,6 +164,14 @@ async fn sell(
             message: reason.to_owned(),
             retry_after,
         },
+        Err(BackendError::OutcomeUnknown(cause)) => {
+            // The claim stays: a retry with this key must not buy again
+            // before anyone knows whether this one did.
+            return Err(ApiError::OutcomeUnknown {
+                order_id: order.order_id,
+                cause,
+            });
+        }
         Err(error) => ApiError::Backend(error),
     };
     if let Some(claim) = &claim

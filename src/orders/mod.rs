@@ -62,7 +62,7 @@ macro_rules! insert_if_sold {
             $cte,
             ") INSERT INTO orders (",
             $crate::orders::order_columns!(),
-            ") SELECT $1, $2, $3, $4, $5, $6 FROM sold"
+            ") SELECT $1, $2, $3, $4, $5, $6 FROM sold RETURNING (SELECT stock FROM sold)"
         )
     };
 }

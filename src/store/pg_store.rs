@@ -2,7 +2,7 @@
 //! the order's INSERT.
 
 use super::Written;
-use crate::error::BackendError;
+use crate::error::{AtCommit, BackendError};
 use crate::limit;
 use crate::orders::INSERT_SQL;
 use crate::sale::BuyCtx;
@@ -78,6 +78,8 @@ pub async fn write(
         .bind_insert(sqlx::query(INSERT_SQL))
         .execute(&mut *tx)
         .await?;
-    tx.commit().await?;
-    Ok(Written::Sold)
+    tx.commit().await.at_commit()?;
+    Ok(Written::Sold {
+        left: Some(new_stock),
+    })
 }

@@ -9,7 +9,7 @@
 
 use redis::Script;
 
-use crate::error::BackendError;
+use crate::error::{AtCommit, BackendError};
 use crate::orders::fields;
 use crate::product::keys;
 use crate::sale::BuyCtx;
@@ -18,7 +18,12 @@ use crate::sale::BuyCtx;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {
     /// Stock written and order recorded, atomically.
-    Sold,
+    Sold {
+        /// The product's stock right after this sale, when the write was
+        /// to the product's one counter (not a segment): the unit this
+        /// buyer got, which a history check holds unique.
+        left: Option<i64>,
+    },
     /// Nothing written: no stock left.
     SoldOut,
     /// Nothing written: the product was reset since the buy began.
@@ -32,7 +37,7 @@ pub enum Written {
 
 /// Each answer's code on the Lua side.
 const CODES: [(Written, i64); 5] = [
-    (Written::Sold, 1),
+    (Written::Sold { left: None }, 1),
     (Written::SoldOut, 2),
     (Written::Reset, 3),
     (Written::LimitReached, 4),
@@ -42,19 +47,22 @@ const CODES: [(Written, i64); 5] = [
 impl Written {
     /// The code a script returns for this answer.
     pub fn code(self) -> i64 {
-        CODES
-            .iter()
-            .find(|(w, _)| *w == self)
-            .map_or(0, |(_, c)| *c)
+        let same = |w: &Written| std::mem::discriminant(w) == std::mem::discriminant(&self);
+        CODES.iter().find(|(w, _)| same(w)).map_or(0, |(_, c)| *c)
     }
 
-    /// The answer a script's code stands for.
-    pub fn from_code(code: i64) -> Result<Self, BackendError> {
-        CODES
-            .iter()
-            .find(|(_, c)| *c == code)
-            .map(|(w, _)| *w)
-            .ok_or_else(|| BackendError::Corrupt(format!("a selling script answered {code}")))
+    /// The answer a script's reply `{code, stock after}` stands for.
+    pub fn from_reply(reply: &[i64]) -> Result<Self, BackendError> {
+        let code = reply.first().copied().unwrap_or_default();
+        match CODES.iter().find(|(_, c)| *c == code) {
+            Some((Written::Sold { .. }, _)) => Ok(Written::Sold {
+                left: reply.get(1).copied(),
+            }),
+            Some((written, _)) => Ok(*written),
+            None => Err(BackendError::Corrupt(format!(
+                "a selling script answered {reply:?}"
+            ))),
+        }
     }
 }
 
@@ -66,16 +74,17 @@ local epoch, limit = ARGV[1], tonumber(ARGV[2]) \
 local order_id, product, user, strategy, served_by = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7] \
 local new_stock, fence = ARGV[8], ARGV[9] ";
 
-/// A selling script: [`PRELUDE`], then `body`, where `{sold}`, `{sold_out}`,
-/// `{reset}`, `{limit_reached}`, `{fenced}` stand for the answers' codes
-/// and `{check_epoch}`, `{check_limit}`, `{record}` for the shared steps.
+/// A selling script: [`PRELUDE`], then `body`, where `return {sold}`,
+/// `{sold_out}`, `{reset}`, `{limit_reached}`, `{fenced}` stand for the
+/// answers (a table: the code, and for a sale the stock left) and
+/// `{check_epoch}`, `{check_limit}`, `{record}` for the shared steps.
 pub fn selling(body: &str) -> Script {
     Script::new(&expand(body))
 }
 
 /// The full text of a [`selling`] script.
 fn expand(body: &str) -> String {
-    let code = |w: Written| w.code().to_string();
+    let code = |w: Written| format!("{{{}}}", w.code());
     let check_epoch = format!(
         "if redis.call('GET', epoch_key) ~= epoch then return {} end",
         code(Written::Reset)
@@ -100,7 +109,13 @@ fn expand(body: &str) -> String {
         .replace("{check_epoch}", &check_epoch)
         .replace("{check_limit}", &check_limit)
         .replace("{record}", &record)
-        .replace("{sold}", &code(Written::Sold))
+        .replace(
+            "{sold}",
+            &format!(
+                "{{{}, tonumber(redis.call('GET', stock_key))}}",
+                Written::Sold { left: None }.code()
+            ),
+        )
         .replace("{sold_out}", &code(Written::SoldOut))
         .replace("{reset}", &code(Written::Reset))
         .replace("{limit_reached}", &code(Written::LimitReached))
@@ -118,7 +133,7 @@ pub async fn run(
     fence: Option<u64>,
 ) -> Result<Written, BackendError> {
     let id = ctx.product.id;
-    let code: i64 = script
+    let reply: Vec<i64> = script
         .key(stock_key)
         .key(keys::epoch(id))
         .key(keys::ORDERS)
@@ -130,8 +145,14 @@ pub async fn run(
         .arg(new_stock.map(|s| s.to_string()).unwrap_or_default())
         .arg(fence.map(|t| t.to_string()).unwrap_or_default())
         .invoke_async(&mut ctx.redis.clone())
-        .await?;
-    Written::from_code(code)
+        .await
+        .at_commit()?;
+    let written = Written::from_reply(&reply)?;
+    // A segment's count is not the product's: no unit number from it.
+    Ok(match written {
+        Written::Sold { .. } if stock_key != keys::stock(id) => Written::Sold { left: None },
+        other => other,
+    })
 }
 
 #[cfg(test)]
@@ -141,18 +162,27 @@ mod tests {
     #[test]
     fn every_answer_has_its_own_code() {
         for (written, code) in CODES {
-            assert_eq!(Written::from_code(code).unwrap(), written);
+            assert_eq!(Written::from_reply(&[code]).unwrap(), written);
             assert_eq!(written.code(), code);
         }
-        assert!(Written::from_code(0).is_err());
+        assert_eq!(
+            Written::from_reply(&[1, 7]).unwrap(),
+            Written::Sold { left: Some(7) }
+        );
+        assert!(Written::from_reply(&[0]).is_err());
+        assert!(Written::from_reply(&[]).is_err());
     }
 
     #[test]
     fn the_steps_are_filled_in_and_positions_stay_in_the_prelude() {
         let text = expand("{check_epoch} {check_limit} {record} return {sold}");
-        assert!(!text.contains('{'), "a step was left unexpanded: {text}");
+        let placeholder = text
+            .split('{')
+            .skip(1)
+            .any(|rest| rest.split('}').next().is_some_and(|name| name.chars().all(|c| c.is_ascii_lowercase() || c == '_') && !name.is_empty()));
+        assert!(!placeholder, "a step was left unexpanded: {text}");
         let body = &text[PRELUDE.len()..];
         assert!(!body.contains("ARGV[") && !body.contains("KEYS["), "{body}");
-        assert!(body.ends_with(&format!("return {}", Written::Sold.code())));
+        assert!(body.ends_with("return {1, tonumber(redis.call('GET', stock_key))}"), "{body}");
     }
 }

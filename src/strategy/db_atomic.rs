@@ -5,8 +5,10 @@
 //! Known failure: none for correctness; every buyer queues on one hot row,
 //! so PostgreSQL's commit rate is the ceiling.
 
+use sqlx::Row;
+
 use super::{Outcome, Strategy, section};
-use crate::error::BackendError;
+use crate::error::{AtCommit, BackendError};
 use crate::info::{Expect, Hazard, Info};
 use crate::limit;
 use crate::orders::insert_if_sold;
@@ -16,7 +18,7 @@ use crate::sale::BuyCtx;
 /// Decrement and insert in one statement: the CTE's UPDATE yields a row only
 /// when stock was left, and the INSERT records an order only for that row.
 const SELL_SQL: &str = insert_if_sold!(
-    "UPDATE products SET stock = stock - 1 WHERE id = $2 AND epoch = $3 AND stock > 0 RETURNING id"
+    "UPDATE products SET stock = stock - 1 WHERE id = $2 AND epoch = $3 AND stock > 0 RETURNING stock"
 );
 
 /// The conditional-update strategy.
@@ -46,12 +48,12 @@ impl Strategy for DbAtomic {
         let settings = &ctx.product.settings;
         if settings.work_ms == 0 && settings.per_user_limit == 0 {
             // One round trip: the statement is its own transaction.
-            let sold = sell.execute(&ctx.backends.pg).await?.rows_affected();
-            return Ok(if sold == 0 {
-                Outcome::SoldOut
-            } else {
-                Outcome::Sold
-            });
+            let left: Option<i64> = sell
+                .fetch_optional(&ctx.backends.pg)
+                .await
+                .at_commit()?
+                .map(|row| row.get(0));
+            return Ok(left.map_or(Outcome::SoldOut, |left| Outcome::Sold { left: Some(left) }));
         }
         let mut tx = ctx.backends.pg.begin().await?;
         // The buyer's row first: it is locked only against the same
@@ -59,13 +61,14 @@ impl Strategy for DbAtomic {
         if !limit::claim_pg(&mut tx, ctx).await? {
             return Ok(Outcome::LimitReached);
         }
-        if sell.execute(&mut *tx).await?.rows_affected() == 0 {
+        let Some(row) = sell.fetch_optional(&mut *tx).await? else {
             return Ok(Outcome::SoldOut);
-        }
+        };
+        let left: i64 = row.get(0);
         // Business work inside the transaction holds the row lock, as a
         // real order service would.
         section::work(ctx).await;
-        tx.commit().await?;
-        Ok(Outcome::Sold)
+        tx.commit().await.at_commit()?;
+        Ok(Outcome::Sold { left: Some(left) })
     }
 }

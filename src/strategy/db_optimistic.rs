@@ -8,9 +8,11 @@
 
 use std::time::{Duration, Instant};
 
+use sqlx::Row;
+
 use super::{Outcome, Strategy, section};
 use crate::backoff;
-use crate::error::BackendError;
+use crate::error::{AtCommit, BackendError};
 use crate::info::{Expect, Hazard, Info};
 use crate::limit;
 use crate::orders::insert_if_sold;
@@ -21,7 +23,7 @@ use crate::sale::BuyCtx;
 /// read (same version, same reset); the INSERT records the order only then.
 const CAS_SQL: &str = insert_if_sold!(
     "UPDATE products SET stock = stock - 1, version = version + 1 \
-     WHERE id = $2 AND epoch = $3 AND version = $7 AND stock > 0 RETURNING id"
+     WHERE id = $2 AND epoch = $3 AND version = $7 AND stock > 0 RETURNING stock"
 );
 
 /// The optimistic-version strategy.
@@ -63,7 +65,7 @@ impl Strategy for DbOptimistic {
             }
             section::work(ctx).await;
             match compare_and_set(ctx, version).await? {
-                Cas::Sold => return Ok(Outcome::Sold),
+                Cas::Sold(left) => return Ok(Outcome::Sold { left: Some(left) }),
                 Cas::LimitReached => return Ok(Outcome::LimitReached),
                 Cas::Lost => {}
             }
@@ -78,7 +80,8 @@ impl Strategy for DbOptimistic {
 
 /// What one compare-and-set did.
 enum Cas {
-    Sold,
+    /// Sold; the stock left.
+    Sold(i64),
     LimitReached,
     /// Somebody wrote since our read: retry.
     Lost,
@@ -89,16 +92,17 @@ enum Cas {
 async fn compare_and_set(ctx: &BuyCtx<'_>, version: i64) -> Result<Cas, BackendError> {
     let cas = ctx.order.bind_insert(sqlx::query(CAS_SQL)).bind(version);
     if ctx.product.settings.per_user_limit == 0 {
-        let sold = cas.execute(&ctx.backends.pg).await?.rows_affected();
-        return Ok(if sold == 1 { Cas::Sold } else { Cas::Lost });
+        let left = cas.fetch_optional(&ctx.backends.pg).await.at_commit()?;
+        return Ok(left.map_or(Cas::Lost, |row| Cas::Sold(row.get(0))));
     }
     let mut tx = ctx.backends.pg.begin().await?;
     if !limit::claim_pg(&mut tx, ctx).await? {
         return Ok(Cas::LimitReached);
     }
-    if cas.execute(&mut *tx).await?.rows_affected() == 0 {
+    let Some(row) = cas.fetch_optional(&mut *tx).await? else {
         return Ok(Cas::Lost);
-    }
-    tx.commit().await?;
-    Ok(Cas::Sold)
+    };
+    let left: i64 = row.get(0);
+    tx.commit().await.at_commit()?;
+    Ok(Cas::Sold(left))
 }

@@ -6,7 +6,7 @@
 //! the pool and the row are the ceiling.
 
 use super::{Outcome, Strategy, section};
-use crate::error::BackendError;
+use crate::error::{AtCommit, BackendError};
 use crate::info::{Expect, Hazard, Info};
 use crate::limit;
 use crate::product::StoreKind;
@@ -70,7 +70,9 @@ impl Strategy for DbPessimistic {
             .bind_insert(sqlx::query(crate::orders::INSERT_SQL))
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
-        Ok(Outcome::Sold)
+        tx.commit().await.at_commit()?;
+        Ok(Outcome::Sold {
+            left: Some(stock - 1),
+        })
     }
 }

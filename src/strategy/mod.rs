@@ -51,7 +51,11 @@ pub enum StockLayout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// The order was recorded.
-    Sold,
+    Sold {
+        /// The stock right after this sale, where the strategy knows it
+        /// (the buyer's unit number, told to the buyer).
+        left: Option<i64>,
+    },
     /// No stock left.
     SoldOut,
     /// The buyer already holds `per_user_limit` units; nothing was sold.
@@ -78,7 +82,7 @@ impl Outcome {
     /// The outcome's name in metrics and logs.
     pub fn label(&self) -> &'static str {
         match self {
-            Self::Sold => "sold",
+            Self::Sold { .. } => "sold",
             Self::SoldOut => "sold_out",
             Self::LimitReached => "limit_reached",
             Self::Busy { .. } => "busy",
@@ -91,7 +95,7 @@ impl Outcome {
 impl From<Written> for Outcome {
     fn from(written: Written) -> Self {
         match written {
-            Written::Sold => Self::Sold,
+            Written::Sold { left } => Self::Sold { left },
             Written::SoldOut => Self::SoldOut,
             Written::LimitReached => Self::LimitReached,
             Written::Reset => Self::busy("the product was reset during the buy"),
