@@ -1,7 +1,8 @@
-//! The command line: `seckill serve | lab | race | report | strategies`.
+//! The command line: `seckill serve | lab | race | check | report | strategies`.
 
 use clap::{Parser, Subcommand};
 
+use crate::check::CheckArgs;
 use crate::generated::StrategiesArgs;
 use crate::lab::LabArgs;
 use crate::race::RaceArgs;
@@ -44,6 +45,11 @@ pub enum Command {
     /// self-contained HTML page with the comparison chart, and optionally
     /// the chart alone as SVG.
     Report(ReportArgs),
+    /// Check a race history (`seckill race --history FILE`) against the
+    /// orders in PostgreSQL: every 200 one durable order, every order a
+    /// 200 or an unknown outcome, and for safe strategies no oversell, no
+    /// unit sold twice, no buyer over the limit. Exits 1 on a violation.
+    Check(CheckArgs),
     /// Print the strategy catalogue (no server needed): as text, as JSON,
     /// as the README's table or as JMeter's strategies.csv.
     Strategies(StrategiesArgs),

@@ -83,10 +83,10 @@ impl BackendError {
         match self {
             Self::Redis(e) => e.is_connection_refusal(),
             Self::RedisPool(_) | Self::Unavailable(_) => true,
-            Self::Postgres(e) => matches!(
-                e,
-                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
-            ) || matches!(e, sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused),
+            Self::Postgres(e) => {
+                matches!(e, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed)
+                    || matches!(e, sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
+            }
             _ => false,
         }
     }
@@ -251,7 +251,9 @@ impl IntoResponse for ApiError {
         }
         let mut response = (status, Json(body)).into_response();
         let retry_after = match &self {
-            Self::Busy { retry_after, .. } | Self::RateLimited { retry_after } => Some(*retry_after),
+            Self::Busy { retry_after, .. } | Self::RateLimited { retry_after } => {
+                Some(*retry_after)
+            }
             _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(Duration::from_secs(1)),
             _ => None,
         };

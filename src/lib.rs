@@ -40,6 +40,7 @@
 pub mod backends;
 pub mod backoff;
 pub mod chart;
+pub mod check;
 pub mod cli;
 pub mod edge;
 pub mod error;

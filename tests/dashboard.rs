@@ -91,6 +91,7 @@ fn pixels(png_path: &Path) -> (usize, usize, Vec<[u8; 3]>) {
 async fn the_dashboard_draws_every_product_and_matches_the_report() {
     let lab = TestLab::start(2);
     let gateway = lab.gateway();
+    let audit = lab.audit();
     let profile = tempfile::tempdir().expect("browser profile");
     let shot = profile.path().join("dashboard.png");
     let url = format!("{}/", lab.info.gateway_url);
@@ -98,12 +99,24 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
     // Two finished races (one oversold), then a slow one in progress while
     // the browser looks: 100 sales of 60 ms each under one lock take 6 s,
     // far longer than the browser needs.
-    race_on(&gateway, 1500, "naive", 20, 100, 50, json!({"work_ms": 20})).await;
-    race_on(&gateway, 1501, "redis-lua", 20, 100, 50, json!({})).await;
+    race_on(
+        &audit,
+        &gateway,
+        1500,
+        "naive",
+        20,
+        100,
+        50,
+        json!({"work_ms": 20}),
+    )
+    .await;
+    race_on(&audit, &gateway, 1501, "redis-lua", 20, 100, 50, json!({})).await;
     let running = tokio::spawn({
         let gateway = gateway.clone();
+        let audit = audit.clone();
         async move {
             race_on(
+                &audit,
                 &gateway,
                 1502,
                 "redis-lock",

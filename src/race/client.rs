@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use uuid::Uuid;
 
 use crate::ledger::Ledger;
 
@@ -37,6 +38,42 @@ pub enum BuyResult {
     /// body was not the contract's, or `transport` when no answer came;
     /// a 429 is `rate_limited:gateway` or `rate_limited:service`.
     Failed(String),
+}
+
+/// Everything one buy's answer said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// HTTP status; 0 when no (whole) answer came.
+    pub status: u16,
+    /// The error code of a non-200 (see [`BuyResult::Failed`]).
+    pub code: Option<String>,
+    /// A 200's order id, or the one an `outcome_unknown` names.
+    pub order_id: Option<Uuid>,
+    /// The instance that sold.
+    pub served_by: Option<String>,
+    /// The stock left after the sale, where the strategy tells it.
+    pub stock_left: Option<i64>,
+}
+
+impl Answer {
+    fn failed(status: u16, code: &str) -> Self {
+        Self {
+            status,
+            code: Some(code.to_owned()),
+            order_id: None,
+            served_by: None,
+            stock_left: None,
+        }
+    }
+
+    /// The answer as the driver's tallies count it.
+    pub fn result(&self) -> BuyResult {
+        match (self.status, &self.code) {
+            (200, _) => BuyResult::Ok,
+            (_, Some(code)) => BuyResult::Failed(code.clone()),
+            (status, None) => BuyResult::Failed(format!("http_{status}")),
+        }
+    }
 }
 
 impl Target {
@@ -74,6 +111,12 @@ impl Target {
 
     /// One buy as `user`.
     pub async fn buy(&self, id: i64, user: &str) -> BuyResult {
+        self.answer(id, user).await.result()
+    }
+
+    /// One buy as `user`, with everything the answer said: what a
+    /// history records.
+    pub async fn answer(&self, id: i64, user: &str) -> Answer {
         let sent = self
             .http
             .post(format!("{}/stock/{id}/buy", self.base))
@@ -82,24 +125,37 @@ impl Target {
             .await;
         let response = match sent {
             Ok(response) => response,
-            Err(_) => return BuyResult::Failed("transport".into()),
+            Err(_) => return Answer::failed(0, "transport"),
         };
-        let status = response.status();
-        if status.is_success() {
-            return BuyResult::Ok;
-        }
+        let status = response.status().as_u16();
         if let Some(layer) = response.headers().get(crate::error::LIMITED_BY) {
             // 429s are told apart by the layer that sent them.
             let layer = layer.to_str().unwrap_or("unknown");
-            return BuyResult::Failed(format!("rate_limited:{layer}"));
+            return Answer::failed(status, &format!("rate_limited:{layer}"));
         }
-        let code = response
-            .json::<Value>()
-            .await
-            .ok()
-            .and_then(|v| v["error"]["code"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| format!("http_{}", status.as_u16()));
-        BuyResult::Failed(code)
+        let body = match response.text().await {
+            Ok(body) => body,
+            // The answer was cut off: nobody knows what it said.
+            Err(_) => return Answer::failed(0, "transport"),
+        };
+        let json: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        if status == 200 {
+            return Answer {
+                status,
+                code: None,
+                order_id: json["order_id"].as_str().and_then(|s| s.parse().ok()),
+                served_by: json["served_by"].as_str().map(str::to_owned),
+                stock_left: json["stock_left"].as_i64(),
+            };
+        }
+        let error = &json["error"];
+        let code = error["code"]
+            .as_str()
+            .map_or_else(|| format!("http_{status}"), str::to_owned);
+        Answer {
+            order_id: error["order_id"].as_str().and_then(|s| s.parse().ok()),
+            ..Answer::failed(status, &code)
+        }
     }
 
     /// One product's ledger.

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::client::{BuyResult, Target};
+use super::client::{Answer, BuyResult, Target};
+use crate::check::history::{self, Completion, Event, RaceHistory};
+use crate::check::{self, Verdict};
 use crate::ledger::Ledger;
 use crate::product::{ResetRequest, Settings};
 
@@ -60,13 +62,86 @@ pub struct Row {
     pub p99_ms: f64,
     /// Non-200 outcomes by error code.
     pub errors: BTreeMap<String, u64>,
+    /// Requests whose outcome was unknown to the buyer (`outcome_unknown`,
+    /// a gateway 502/504, no answer): neither a sale nor a refusal.
+    #[serde(default)]
+    pub unknown: i64,
+    /// The independent history check ([`crate::check`]); `None` when the
+    /// race ran without access to PostgreSQL.
+    #[serde(default)]
+    pub history_ok: Option<bool>,
+    /// What the history check found, by rule (only non-zero counts).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub violations: BTreeMap<String, u64>,
+    /// Of the unknown outcomes, how many had in fact sold.
+    #[serde(default)]
+    pub unknown_sold: i64,
+}
+
+/// Who checks a race's history, and where it is kept: the orders'
+/// PostgreSQL, the history file (appended to), and which strategies are
+/// held to the safe rules.
+#[derive(Clone, Default)]
+pub struct Audit {
+    /// The orders' database; without it nothing is checked.
+    pub pg: Option<sqlx::PgPool>,
+    /// `--history FILE`.
+    pub history: Option<std::path::PathBuf>,
+    /// Ids of the strategies that claim never to oversell.
+    pub safe: Vec<String>,
+}
+
+impl Audit {
+    /// An audit of the lab's races against its PostgreSQL.
+    pub fn connect_lazy(
+        database_url: &str,
+        history: Option<std::path::PathBuf>,
+        safe: Vec<String>,
+    ) -> anyhow::Result<Self> {
+        let pg = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect_lazy(database_url)?;
+        Ok(Self {
+            pg: Some(pg),
+            history,
+            safe,
+        })
+    }
+
+    /// Writes the race's history (when asked) and checks it (when it can).
+    async fn settle(
+        &self,
+        ledger: &Ledger,
+        attempts: &[Attempt],
+        began: Instant,
+    ) -> anyhow::Result<Option<Verdict>> {
+        let race = RaceHistory {
+            race: history::Race {
+                product: ledger.id,
+                epoch: ledger.epoch,
+                strategy: ledger.strategy.clone(),
+                safe: self.safe.contains(&ledger.strategy),
+                initial: ledger.initial,
+                per_user_limit: ledger.settings.per_user_limit,
+            },
+            events: attempts.iter().map(|a| a.event(began)).collect(),
+        };
+        if let Some(path) = &self.history {
+            history::append(path, &race)?;
+        }
+        match &self.pg {
+            Some(pg) => Ok(Some(check::check(pg, &race).await?)),
+            None => Ok(None),
+        }
+    }
 }
 
 /// How long the order writer may take to drain after a race.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Runs one race against `target` and returns its row.
-pub async fn race(target: &Target, spec: &RaceSpec) -> anyhow::Result<Row> {
+/// Runs one race against `target` and returns its row, its history
+/// checked by `audit`.
+pub async fn race(target: &Target, spec: &RaceSpec, audit: &Audit) -> anyhow::Result<Row> {
     reset(
         target,
         spec.product_id,
@@ -86,9 +161,27 @@ pub async fn race(target: &Target, spec: &RaceSpec) -> anyhow::Result<Row> {
         spec.pace,
     )
     .await;
-    let elapsed = started.elapsed();
-    let ledger = drained_ledger(target, spec.product_id).await?;
-    Ok(summarize(&spec.strategy, &ledger, &outcomes, elapsed))
+    settled_row(target, audit, spec.product_id, &outcomes, started).await
+}
+
+/// The row of a race whose buys are over: waits for the order writer,
+/// reads the ledger, writes and checks the history.
+pub async fn settled_row(
+    target: &Target,
+    audit: &Audit,
+    product: i64,
+    attempts: &[Attempt],
+    began: Instant,
+) -> anyhow::Result<Row> {
+    let elapsed = began.elapsed();
+    let ledger = drained_ledger(target, product).await?;
+    let mut row = summarize(&ledger, attempts, elapsed);
+    if let Some(verdict) = audit.settle(&ledger, attempts, began).await? {
+        row.history_ok = Some(verdict.history_ok);
+        row.violations = verdict.violations;
+        row.unknown_sold = verdict.unknown_sold as i64;
+    }
+    Ok(row)
 }
 
 /// Resets `product` to `stock` units under `strategy` with `settings`.
@@ -108,8 +201,49 @@ pub async fn reset(
     Ok(())
 }
 
-/// What one buyer got, and how long it took.
-pub type Timed = (BuyResult, Duration);
+/// One buy as the driver saw it: who, when, and the answer.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// The buyer.
+    pub buyer: String,
+    /// When it was sent.
+    pub sent: Instant,
+    /// How long the answer took.
+    pub took: Duration,
+    /// What came back.
+    pub answer: Answer,
+}
+
+impl Attempt {
+    /// Sends one buy as `buyer` and times it.
+    pub async fn make(target: &Target, product: i64, buyer: &str) -> Self {
+        let sent = Instant::now();
+        let answer = target.answer(product, buyer).await;
+        Self {
+            buyer: buyer.to_owned(),
+            sent,
+            took: sent.elapsed(),
+            answer,
+        }
+    }
+
+    /// The history line of this buy, its times relative to `began`.
+    fn event(&self, began: Instant) -> Event {
+        let start = self.sent.saturating_duration_since(began);
+        let answer = &self.answer;
+        Event {
+            buyer: self.buyer.clone(),
+            start_us: start.as_micros() as u64,
+            end_us: (start + self.took).as_micros() as u64,
+            completion: Completion::of(answer.status, answer.code.as_deref()),
+            status: answer.status,
+            code: answer.code.clone(),
+            order_id: answer.order_id,
+            served_by: answer.served_by.clone(),
+            stock_left: answer.stock_left,
+        }
+    }
+}
 
 /// Fires `buyers` buys at `product`, each from a distinct buyer
 /// `{prefix}-{i}`, `concurrency` in flight at once; with `pace`, buyer `i`
@@ -122,7 +256,7 @@ pub async fn fire(
     buyers: usize,
     concurrency: usize,
     pace: Option<Duration>,
-) -> Vec<Timed> {
+) -> Vec<Attempt> {
     let done = Arc::new(AtomicUsize::new(0));
     let progress = show_progress(prefix, buyers, done.clone());
     let started = Instant::now();
@@ -135,10 +269,9 @@ pub async fn fire(
                 if let Some(at) = start_at {
                     tokio::time::sleep_until(at.into()).await;
                 }
-                let sent = Instant::now();
-                let result = target.buy(product, &user).await;
+                let attempt = Attempt::make(target, product, &user).await;
                 done.fetch_add(1, Ordering::Relaxed);
-                (result, sent.elapsed())
+                attempt
             }
         })
         .buffer_unordered(concurrency.max(1))
@@ -168,30 +301,39 @@ pub async fn drained_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> 
     }
 }
 
-/// The row for `strategy` from the drained ledger and what the clients saw.
-pub fn summarize(strategy: &str, ledger: &Ledger, outcomes: &[Timed], elapsed: Duration) -> Row {
+/// The row from the drained ledger and what the clients saw.
+fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
     let mut errors = BTreeMap::new();
     let mut client_ok = 0;
-    for (result, _) in outcomes {
-        match result {
+    let mut unknown = 0;
+    for attempt in attempts {
+        let answer = &attempt.answer;
+        if Completion::of(answer.status, answer.code.as_deref()) == Completion::Info {
+            unknown += 1;
+        }
+        match answer.result() {
             BuyResult::Ok => client_ok += 1,
-            BuyResult::Failed(code) => *errors.entry(code.clone()).or_insert(0) += 1,
+            BuyResult::Failed(code) => *errors.entry(code).or_insert(0) += 1,
         }
     }
-    let mut latencies: Vec<Duration> = outcomes.iter().map(|(_, d)| *d).collect();
+    let mut latencies: Vec<Duration> = attempts.iter().map(|a| a.took).collect();
     latencies.sort();
     Row {
-        strategy: strategy.to_owned(),
+        strategy: ledger.strategy.clone(),
         initial: ledger.initial,
         sold: ledger.sold,
         client_ok,
         oversold: ledger.oversold,
         lost_updates: ledger.lost_updates,
         remaining: ledger.remaining,
-        rps: round2(outcomes.len() as f64 / elapsed.as_secs_f64().max(1e-9)),
+        rps: round2(attempts.len() as f64 / elapsed.as_secs_f64().max(1e-9)),
         p50_ms: percentile_ms(&latencies, 0.50),
         p99_ms: percentile_ms(&latencies, 0.99),
         errors,
+        unknown,
+        history_ok: None,
+        violations: BTreeMap::new(),
+        unknown_sold: 0,
     }
 }
 

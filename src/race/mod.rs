@@ -16,7 +16,7 @@ use anyhow::Context;
 use crate::lab::{Lab, LabArgs};
 use crate::product::Settings;
 use client::Target;
-use driver::{RaceSpec, Row, race};
+use driver::{Audit, RaceSpec, Row, race};
 
 /// The race's flags; each has an environment fallback.
 #[derive(Debug, Clone, clap::Args)]
@@ -66,6 +66,15 @@ pub struct RaceArgs {
     /// segment-scaling, rate-limit, or all. Exits 1 unless every expectation is met.
     #[arg(long, env = "SECKILL_RACE_SCENARIO")]
     pub scenario: Option<String>,
+    /// Append every race's history (each request: start, end, status,
+    /// order id, instance; JSON lines) to this file, for `seckill check`.
+    /// Every race's history is checked against PostgreSQL either way.
+    #[arg(long, env = "SECKILL_RACE_HISTORY")]
+    pub history: Option<PathBuf>,
+    /// With --url: the PostgreSQL holding the orders, so each race's
+    /// history can be checked (a lab's own is used otherwise).
+    #[arg(long, env = "SECKILL_DATABASE_URL")]
+    pub database_url: Option<String>,
     /// Also write the rows as a JSON array to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -113,6 +122,22 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
     };
     let target = Target::new(&url, &token, args.concurrency)?;
     let catalogue = target.strategies().await?;
+    let safe: Vec<String> = catalogue
+        .iter()
+        .filter(|c| c.safe)
+        .map(|c| c.id.clone())
+        .collect();
+    let database_url = lab
+        .map(|lab| lab.info.postgres_url.clone())
+        .or_else(|| args.database_url.clone());
+    let audit = match database_url {
+        Some(url) => Audit::connect_lazy(&url, args.history.clone(), safe.clone())?,
+        None => Audit {
+            pg: None,
+            history: args.history.clone(),
+            safe: safe.clone(),
+        },
+    };
     let strategies: Vec<String> = if args.strategies.is_empty() {
         catalogue.iter().map(|c| c.id.clone()).collect()
     } else {
@@ -139,13 +164,8 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             pace: None,
             settings,
         };
-        rows.push(race(&target, &spec).await?);
+        rows.push(race(&target, &spec, &audit).await?);
     }
-    let safe: Vec<String> = catalogue
-        .into_iter()
-        .filter(|c| c.safe)
-        .map(|c| c.id)
-        .collect();
     print!("{}", table::render(&rows, &safe));
     Ok((rows, safe))
 }
@@ -161,6 +181,7 @@ async fn run_scenario(name: &str, args: &RaceArgs) -> anyhow::Result<bool> {
         buyers: args.buyers,
         concurrency: args.concurrency,
         work_ms: args.work_ms,
+        history: args.history.clone(),
     };
     let rows = scenario::run(name, knobs).await?;
     print!("{}", table::render_scenarios(&rows));

@@ -8,10 +8,12 @@ use super::scenario::ScenarioRow;
 type Column = (&'static str, usize, bool);
 
 /// The columns every table shares, after its own leading ones.
-const RACE: [Column; 9] = [
+const RACE: [Column; 11] = [
     ("initial", 7, false),
     ("sold", 7, false),
     ("client_ok", 9, false),
+    ("unknown", 7, false),
+    ("history", 7, true),
     ("oversold", 8, false),
     ("lost", 6, false),
     ("remaining", 9, false),
@@ -26,6 +28,12 @@ fn race_cells(row: &Row) -> Vec<String> {
         row.initial.to_string(),
         row.sold.to_string(),
         row.client_ok.to_string(),
+        row.unknown.to_string(),
+        match row.history_ok {
+            Some(true) => "ok".to_owned(),
+            Some(false) => "FAIL".to_owned(),
+            None => "-".to_owned(),
+        },
         row.oversold.to_string(),
         row.lost_updates.to_string(),
         row.remaining.to_string(),
@@ -35,8 +43,13 @@ fn race_cells(row: &Row) -> Vec<String> {
     ]
 }
 
+/// The error codes, then what the history check found.
 fn errors(row: &Row) -> String {
-    let parts: Vec<String> = row.errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut parts: Vec<String> = row.errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    parts.extend(row.violations.iter().map(|(k, v)| format!("VIOLATION {k}={v}")));
+    if row.unknown_sold > 0 {
+        parts.push(format!("(unknown that sold: {})", row.unknown_sold));
+    }
     parts.join(" ")
 }
 
@@ -120,10 +133,17 @@ pub fn verdict(rows: &[Row], safe: &[String]) -> bool {
             );
             ok = false;
         }
-        if row.client_ok != row.sold {
+        if row.client_ok + row.unknown_sold != row.sold {
             eprintln!(
-                "FAIL {}: clients saw {} sales but {} orders were recorded",
-                row.strategy, row.client_ok, row.sold
+                "FAIL {}: clients saw {} sales (and {} unknown outcomes that sold) but {} orders were recorded",
+                row.strategy, row.client_ok, row.unknown_sold, row.sold
+            );
+            ok = false;
+        }
+        if row.history_ok == Some(false) {
+            eprintln!(
+                "FAIL {}: the history check found {:?}",
+                row.strategy, row.violations
             );
             ok = false;
         }

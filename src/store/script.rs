@@ -176,13 +176,17 @@ mod tests {
     #[test]
     fn the_steps_are_filled_in_and_positions_stay_in_the_prelude() {
         let text = expand("{check_epoch} {check_limit} {record} return {sold}");
-        let placeholder = text
-            .split('{')
-            .skip(1)
-            .any(|rest| rest.split('}').next().is_some_and(|name| name.chars().all(|c| c.is_ascii_lowercase() || c == '_') && !name.is_empty()));
+        let placeholder = text.split('{').skip(1).any(|rest| {
+            rest.split('}').next().is_some_and(|name| {
+                name.chars().all(|c| c.is_ascii_lowercase() || c == '_') && !name.is_empty()
+            })
+        });
         assert!(!placeholder, "a step was left unexpanded: {text}");
         let body = &text[PRELUDE.len()..];
         assert!(!body.contains("ARGV[") && !body.contains("KEYS["), "{body}");
-        assert!(body.ends_with("return {1, tonumber(redis.call('GET', stock_key))}"), "{body}");
+        assert!(
+            body.ends_with("return {1, tonumber(redis.call('GET', stock_key))}"),
+            "{body}"
+        );
     }
 }

@@ -15,7 +15,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use seckill::lab::LabInfo;
 use seckill::race::client::Target;
-use seckill::race::driver::{RaceSpec, Row, race};
+use seckill::race::driver::{Audit, RaceSpec, Row, race};
+use seckill::strategy::Catalogue;
 use serde_json::Value;
 
 /// A lab process and what it printed.
@@ -56,6 +57,17 @@ impl TestLab {
         Target::new(&self.info.gateway_url, &self.info.admin_token, 256).expect("client")
     }
 
+    /// The independent history check of this lab's races, against its
+    /// PostgreSQL.
+    pub fn audit(&self) -> Audit {
+        let safe = Catalogue::new()
+            .all()
+            .filter(|s| s.info().safe)
+            .map(|s| s.info().id.to_owned())
+            .collect();
+        Audit::connect_lazy(&self.info.postgres_url, None, safe).expect("audit")
+    }
+
     /// A client for one instance directly, bypassing nginx.
     pub fn instance(&self, index: usize) -> Target {
         Target::new(&self.info.instances[index].url, &self.info.admin_token, 256).expect("client")
@@ -83,8 +95,11 @@ pub fn http() -> reqwest::Client {
         .expect("client")
 }
 
-/// Races `strategy` on `product_id` with the given settings object.
+/// Races `strategy` on `product_id` with the given settings object; the
+/// race's history is checked by `audit`.
+#[allow(clippy::too_many_arguments)]
 pub async fn race_on(
+    audit: &Audit,
     target: &Target,
     product_id: i64,
     strategy: &str,
@@ -94,6 +109,7 @@ pub async fn race_on(
     settings: Value,
 ) -> Row {
     race_paced(
+        audit,
         target,
         product_id,
         strategy,
@@ -109,6 +125,7 @@ pub async fn race_on(
 /// [`race_on`] with arrivals spread `pace` apart instead of one burst.
 #[allow(clippy::too_many_arguments)]
 pub async fn race_paced(
+    audit: &Audit,
     target: &Target,
     product_id: i64,
     strategy: &str,
@@ -130,7 +147,7 @@ pub async fn race_paced(
         pace,
         settings,
     };
-    let row = race(target, &spec).await.expect("race");
+    let row = race(target, &spec, audit).await.expect("race");
     eprintln!("{product_id} {strategy}: {row:?}");
     // The ledger's promise, checked on every race: each 200 a client saw
     // is exactly one recorded order.
@@ -138,5 +155,7 @@ pub async fn race_paced(
         row.client_ok, row.sold,
         "client 200s != recorded orders: {row:?}"
     );
+    // And the independent check of every request against the orders.
+    assert_eq!(row.history_ok, Some(true), "history check failed: {row:?}");
     row
 }

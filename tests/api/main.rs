@@ -6,6 +6,7 @@
 mod contract;
 mod edge;
 mod harness;
+mod history;
 mod hostile;
 mod idempotency;
 mod limits;

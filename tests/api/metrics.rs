@@ -26,6 +26,7 @@ async fn a_races_counts_show_in_the_instances_metrics() {
     // Its own lab: counters are per process, and other tests race too.
     let lab = TestLab::start(2);
     let row = race_on(
+        &lab.audit(),
         &lab.gateway(),
         1300,
         "redis-lock",

@@ -15,6 +15,7 @@ async fn naive_oversells_across_two_instances() {
     // 100 ms of work between GET and SET: every buyer that arrives in that
     // window reads the same stock.
     let row = race_on(
+        &lab.audit(),
         &lab.gateway(),
         101,
         "naive",
@@ -34,6 +35,7 @@ async fn local_mutex_oversells_across_two_instances() {
     // Each instance serialises its own buyers, but the two instances run
     // their sections side by side for 100 ms each: both sell from one read.
     let row = race_on(
+        &lab.audit(),
         &lab.gateway(),
         102,
         "local-mutex",
@@ -54,6 +56,7 @@ async fn local_mutex_is_safe_on_one_instance() {
     let lab = shared();
     // Same race, all buyers sent to one instance directly.
     let row = race_on(
+        &lab.audit(),
         &lab.instance(0),
         103,
         "local-mutex",
@@ -73,7 +76,17 @@ async fn redis_lock_oversells_when_the_lease_expires_under_the_holder() {
     // 50 ms lease, 200 ms of work: the lock expires under every holder and
     // the next buyer enters while the first has not written yet.
     let settings = json!({"work_ms": 200, "lease_ms": 50});
-    let row = race_on(&lab.gateway(), 104, "redis-lock", 5, 20, 20, settings).await;
+    let row = race_on(
+        &lab.audit(),
+        &lab.gateway(),
+        104,
+        "redis-lock",
+        5,
+        20,
+        20,
+        settings,
+    )
+    .await;
     assert!(
         row.oversold > 0,
         "redis-lock must oversell past its lease: {row:?}"
@@ -84,7 +97,17 @@ async fn redis_lock_oversells_when_the_lease_expires_under_the_holder() {
 async fn redis_lock_is_safe_when_the_lease_covers_the_work() {
     let lab = shared();
     let settings = json!({"work_ms": 20, "lease_ms": 5000});
-    let row = race_on(&lab.gateway(), 105, "redis-lock", 5, 20, 20, settings).await;
+    let row = race_on(
+        &lab.audit(),
+        &lab.gateway(),
+        105,
+        "redis-lock",
+        5,
+        20,
+        20,
+        settings,
+    )
+    .await;
     assert_eq!(row.oversold, 0, "{row:?}");
     assert_eq!(row.sold, 5, "{row:?}");
 }
@@ -96,6 +119,7 @@ async fn db_optimistic_never_oversells_and_reports_buyers_who_gave_up() {
     // sets lose, and buyers out of retries are counted as `busy`.
     let settings = json!({"max_retries": 2, "work_ms": 2});
     let row = race_on(
+        &lab.audit(),
         &lab.gateway(),
         113,
         "db-optimistic",
@@ -129,7 +153,17 @@ async fn every_safe_strategy_sells_exactly_the_stock() {
     for (i, info) in safe.enumerate() {
         let product = 140 + i as i64;
         let settings = json!({"max_retries": 1000});
-        let row = race_on(&gateway, product, info.id, 20, 200, 50, settings).await;
+        let row = race_on(
+            &lab.audit(),
+            &gateway,
+            product,
+            info.id,
+            20,
+            200,
+            50,
+            settings,
+        )
+        .await;
         assert_eq!(
             row.sold, 20,
             "{} must sell exactly the stock: {row:?}",
@@ -150,6 +184,7 @@ async fn setnx_naive_oversells_when_work_outlives_the_ttl() {
     let settings = json!({"work_ms": 200, "lease_ms": 50});
     let pace = Some(Duration::from_millis(30));
     let row = race_paced(
+        &lab.audit(),
         &lab.gateway(),
         130,
         "setnx-naive",
@@ -174,7 +209,17 @@ async fn redissons_watchdog_keeps_a_long_holder_safe() {
     // by half a second (a pause, which redisson cannot survive) does not
     // turn this test into the frozen-holder scenario.
     let settings = json!({"work_ms": 2400, "lease_ms": 800});
-    let row = race_on(&lab.gateway(), 131, "redisson", 2, 10, 10, settings).await;
+    let row = race_on(
+        &lab.audit(),
+        &lab.gateway(),
+        131,
+        "redisson",
+        2,
+        10,
+        10,
+        settings,
+    )
+    .await;
     assert_eq!(row.oversold, 0, "{row:?}");
     assert_eq!(row.sold, 2, "{row:?}");
 }
@@ -185,7 +230,17 @@ async fn fencing_refuses_the_writes_of_expired_holders() {
     // Same expiring lease as the setnx race: holders overlap, but a holder
     // older than the newest reader cannot write.
     let settings = json!({"work_ms": 200, "lease_ms": 50});
-    let row = race_on(&lab.gateway(), 132, "fenced", 3, 40, 20, settings).await;
+    let row = race_on(
+        &lab.audit(),
+        &lab.gateway(),
+        132,
+        "fenced",
+        3,
+        40,
+        20,
+        settings,
+    )
+    .await;
     assert_eq!(row.oversold, 0, "{row:?}");
     assert_eq!(row.lost_updates, 0, "{row:?}");
     assert!(
@@ -198,7 +253,17 @@ async fn fencing_refuses_the_writes_of_expired_holders() {
 async fn a_locked_strategy_can_guard_a_postgres_row() {
     let lab = shared();
     let settings = json!({"store": "postgres"});
-    let row = race_on(&lab.gateway(), 133, "redlock", 20, 200, 50, settings).await;
+    let row = race_on(
+        &lab.audit(),
+        &lab.gateway(),
+        133,
+        "redlock",
+        20,
+        200,
+        50,
+        settings,
+    )
+    .await;
     assert_eq!(
         (row.sold, row.oversold, row.remaining),
         (20, 0, 0),

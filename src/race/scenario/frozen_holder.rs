@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset, scripted_row};
+use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset};
 use crate::info::Hazard;
 use crate::lab::LabArgs;
 use crate::product::Settings;
@@ -48,7 +48,9 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             let second = buy_in_background(&b, product, "second-buyer").await?;
             fault(lab, &frozen, Signal::SIGCONT)?;
             let first = holder.await?;
-            let row = scripted_row(&a, product, strategy, &[first, second], started).await?;
+            let row = ctx
+                .scripted_row(&a, product, &[first, second], started)
+                .await?;
             rows.push(judge(row, "frozen-holder", "", expect));
         }
         Ok(rows)

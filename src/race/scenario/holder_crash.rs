@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset, scripted_row};
+use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset};
 use crate::info::Hazard;
 use crate::lab::LabArgs;
 use crate::product::Settings;
@@ -42,7 +42,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 fault(lab, &lab.info.instances[0].name, Signal::SIGKILL)?;
                 let mut outcomes = vec![victim.await?];
                 outcomes.extend(fire(&b, product, "survivor", 30, 5, None).await);
-                let row = scripted_row(&b, product, strategy, &outcomes, started).await?;
+                let row = ctx.scripted_row(&b, product, &outcomes, started).await?;
                 Ok(judge(row, "holder-crash", "", expect))
             })
             .await?;

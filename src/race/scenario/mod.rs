@@ -23,7 +23,7 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use super::client::Target;
-use super::driver::{RaceSpec, Row, Timed, drained_ledger, race, reset, summarize};
+use super::driver::{Attempt, Audit, RaceSpec, Row, race, reset, settled_row};
 use crate::info::{Expect, Hazard};
 use crate::lab::{Lab, LabArgs};
 use crate::product::Settings;
@@ -62,7 +62,9 @@ pub struct ScenarioRow {
 /// client saw is one recorded order).
 pub fn met(expect: Expect, row: &Row) -> bool {
     let count = |code: &str| row.errors.get(code).copied().unwrap_or(0);
-    let honest = row.client_ok == row.sold;
+    // Every 200 a client saw is one recorded order, every order a 200 or
+    // an unknown outcome, and the independent history check agrees.
+    let honest = row.client_ok + row.unknown_sold == row.sold && row.history_ok != Some(false);
     honest
         && match expect {
             Expect::Oversells => row.oversold > 0,
@@ -97,14 +99,17 @@ pub struct Knobs {
     pub concurrency: usize,
     /// Simulated work in the contention race.
     pub work_ms: u64,
+    /// Where every race's history is appended (`--history`).
+    pub history: Option<std::path::PathBuf>,
 }
 
 /// What a scenario works with: its knobs, the catalogue, a product-id
-/// allocator and the labs it starts.
+/// allocator, the labs it starts and the audit of the current lab's races.
 pub struct Ctx {
     knobs: Knobs,
     catalogue: Catalogue,
     next_product: i64,
+    audit: Audit,
 }
 
 impl Ctx {
@@ -130,7 +135,21 @@ impl Ctx {
         body: impl AsyncFnOnce(&mut Self, &Lab) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
         let lab = Lab::start(&topology).await?;
-        let result = body(self, &lab).await;
+        let safe = self
+            .catalogue
+            .all()
+            .filter(|s| s.info().safe)
+            .map(|s| s.info().id.to_owned())
+            .collect();
+        let history = self.knobs.history.clone();
+        let result = match Audit::connect_lazy(&lab.info.postgres_url, history, safe) {
+            Ok(audit) => {
+                self.audit = audit;
+                body(self, &lab).await
+            }
+            Err(error) => Err(error),
+        };
+        self.audit = Audit::default();
         lab.stop().await;
         result
     }
@@ -146,7 +165,7 @@ impl Ctx {
             pace: case.pace_ms.map(Duration::from_millis),
             settings: case.settings,
         };
-        let row = race(target, &spec).await?;
+        let row = race(target, &spec, &self.audit).await?;
         Ok(judge(row, case.scenario, case.variant, case.expect))
     }
 }
@@ -217,6 +236,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
         knobs,
         catalogue: Catalogue::new(),
         next_product: 7000,
+        audit: Audit::default(),
     };
     let names: Vec<&str> = if name == "all" {
         NAMES.to_vec()
@@ -246,27 +266,25 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
 }
 
 /// A scripted buy fired in the background; its result joins the row.
-type Pending = tokio::task::JoinHandle<Timed>;
+type Pending = tokio::task::JoinHandle<Attempt>;
 
 fn buy_in_background(target: &Target, product: i64, user: &str) -> Pending {
     let (target, user) = (target.clone(), user.to_owned());
-    tokio::spawn(async move {
-        let sent = Instant::now();
-        let result = target.buy(product, &user).await;
-        (result, sent.elapsed())
-    })
+    tokio::spawn(async move { Attempt::make(&target, product, &user).await })
 }
 
-/// The row of a scripted race: the drained ledger and every buy's result.
-async fn scripted_row(
-    target: &Target,
-    product: i64,
-    strategy: &str,
-    outcomes: &[Timed],
-    started: Instant,
-) -> anyhow::Result<Row> {
-    let ledger = drained_ledger(target, product).await?;
-    Ok(summarize(strategy, &ledger, outcomes, started.elapsed()))
+impl Ctx {
+    /// The row of a scripted race: the drained ledger, every buy's result
+    /// and the history check.
+    async fn scripted_row(
+        &self,
+        target: &Target,
+        product: i64,
+        attempts: &[Attempt],
+        started: Instant,
+    ) -> anyhow::Result<Row> {
+        settled_row(target, &self.audit, product, attempts, started).await
+    }
 }
 
 /// Sends `signal` to a lab process, naming the fault in the log.

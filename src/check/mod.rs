@@ -1,0 +1,310 @@
+//! `seckill check FILE`: an independent check of a race's history against
+//! the orders PostgreSQL holds. Independent: it reads the history the
+//! driver wrote and the `orders` table with its own query, and trusts
+//! neither the service's ledger nor the driver's counts.
+//!
+//! Every race is held to:
+//! - every `ok` has exactly one durable order, with its order id and its
+//!   buyer (`ok_without_order`, `wrong_buyer`, `duplicate_ok`);
+//! - every order is an `ok` or an `info` (`order_without_ok`: an order
+//!   nobody was told about, or one whose buyer was told "nothing sold");
+//!
+//! and a race of a safe strategy also to:
+//! - sold ≤ initial (`oversold`);
+//! - no two `ok`s claim the same unit (`duplicate_unit`, from the stock
+//!   left each sale reports);
+//! - no buyer above `per_user_limit` (`over_limit`).
+
+pub mod history;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use history::{Completion, RaceHistory};
+
+/// `seckill check`'s flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckArgs {
+    /// The history file (`seckill race --history FILE` writes it).
+    pub file: PathBuf,
+    /// The PostgreSQL the orders are in (the lab prints its URL).
+    #[arg(long, env = "SECKILL_DATABASE_URL")]
+    pub database_url: String,
+}
+
+/// What the check found in one race.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// No violation.
+    pub history_ok: bool,
+    /// Each violation found, by name, with its count (only non-zero ones).
+    pub violations: BTreeMap<String, u64>,
+    /// Requests whose outcome the buyer was not told (`info`).
+    pub unknown: u64,
+    /// Of those, how many did sell (their order is in the ledger).
+    pub unknown_sold: u64,
+}
+
+/// One order as the table holds it.
+struct Order {
+    order_id: Uuid,
+    user_id: String,
+}
+
+/// Reads the race's orders from PostgreSQL and holds the history to them.
+pub async fn check(pg: &PgPool, race: &RaceHistory) -> anyhow::Result<Verdict> {
+    let rows: Vec<(Uuid, String)> =
+        sqlx::query_as("SELECT order_id, user_id FROM orders WHERE product_id = $1 AND epoch = $2")
+            .bind(race.race.product)
+            .bind(race.race.epoch)
+            .fetch_all(pg)
+            .await?;
+    let orders = rows
+        .into_iter()
+        .map(|(order_id, user_id)| Order { order_id, user_id })
+        .collect::<Vec<_>>();
+    Ok(judge(race, &orders))
+}
+
+/// The rules, on a history and the orders of its race.
+fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
+    let mut violations: BTreeMap<String, u64> = BTreeMap::new();
+    let mut count = |name: &str, n: u64| {
+        if n > 0 {
+            *violations.entry(name.to_owned()).or_default() += n;
+        }
+    };
+    let by_id: HashMap<Uuid, &Order> = orders.iter().map(|o| (o.order_id, o)).collect();
+
+    let mut ok_ids: HashMap<Uuid, u64> = HashMap::new();
+    let mut units: HashMap<i64, u64> = HashMap::new();
+    let mut unknown_ids = HashSet::new();
+    let mut unknown_buyers = HashSet::new();
+    let mut unknown = 0;
+    for event in &race.events {
+        match event.completion {
+            Completion::Ok => {
+                let Some(id) = event.order_id else {
+                    count("ok_without_order", 1);
+                    continue;
+                };
+                *ok_ids.entry(id).or_default() += 1;
+                match by_id.get(&id) {
+                    None => count("ok_without_order", 1),
+                    Some(order) if order.user_id != event.buyer => count("wrong_buyer", 1),
+                    Some(_) => {}
+                }
+                if let Some(left) = event.stock_left {
+                    *units.entry(left).or_default() += 1;
+                }
+            }
+            Completion::Info => {
+                unknown += 1;
+                unknown_buyers.insert(event.buyer.as_str());
+                if let Some(id) = event.order_id {
+                    unknown_ids.insert(id);
+                }
+            }
+            Completion::Fail => {}
+        }
+    }
+    count(
+        "duplicate_ok",
+        ok_ids.values().map(|n| n.saturating_sub(1)).sum(),
+    );
+
+    let mut unknown_sold = 0;
+    let mut per_buyer: HashMap<&str, u64> = HashMap::new();
+    for order in orders {
+        *per_buyer.entry(order.user_id.as_str()).or_default() += 1;
+        if ok_ids.contains_key(&order.order_id) {
+            continue;
+        }
+        // An unknown outcome that did sell: named by its order id, or (an
+        // answer that never came carries none) by its buyer.
+        if unknown_ids.contains(&order.order_id) || unknown_buyers.contains(order.user_id.as_str())
+        {
+            unknown_sold += 1;
+        } else {
+            count("order_without_ok", 1);
+        }
+    }
+
+    let info = &race.race;
+    if info.safe {
+        count(
+            "oversold",
+            (orders.len() as i64 - info.initial).max(0) as u64,
+        );
+        count(
+            "duplicate_unit",
+            units.values().map(|n| n.saturating_sub(1)).sum(),
+        );
+        if info.per_user_limit > 0 {
+            let limit = u64::from(info.per_user_limit);
+            count(
+                "over_limit",
+                per_buyer.values().map(|n| n.saturating_sub(limit)).sum(),
+            );
+        }
+    }
+    Verdict {
+        history_ok: violations.is_empty(),
+        violations,
+        unknown,
+        unknown_sold,
+    }
+}
+
+/// `seckill check FILE`: checks every race in the file and prints one line
+/// each. `Ok(false)` when any race has a violation.
+pub async fn run(args: CheckArgs) -> anyhow::Result<bool> {
+    let races = history::read(&args.file)?;
+    anyhow::ensure!(!races.is_empty(), "{} holds no race", args.file.display());
+    let pg = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&args.database_url)
+        .await?;
+    let mut all_ok = true;
+    println!(
+        "{:<8} {:<16} {:>6} {:>8} {:>8}  result",
+        "product", "strategy", "events", "unknown", "unk.sold"
+    );
+    for race in &races {
+        let verdict = check(&pg, race).await?;
+        all_ok &= verdict.history_ok;
+        let result = if verdict.history_ok {
+            "history ok".to_owned()
+        } else {
+            let found: Vec<String> = verdict
+                .violations
+                .iter()
+                .map(|(name, n)| format!("{name}={n}"))
+                .collect();
+            format!("VIOLATED: {}", found.join(" "))
+        };
+        println!(
+            "{:<8} {:<16} {:>6} {:>8} {:>8}  {result}",
+            race.race.product,
+            race.race.strategy,
+            race.events.len(),
+            verdict.unknown,
+            verdict.unknown_sold
+        );
+    }
+    pg.close().await;
+    Ok(all_ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::history::{Event, Race};
+    use super::*;
+
+    fn race(safe: bool, initial: i64, limit: u32, events: Vec<Event>) -> RaceHistory {
+        RaceHistory {
+            race: Race {
+                product: 1,
+                epoch: 1,
+                strategy: "s".into(),
+                safe,
+                initial,
+                per_user_limit: limit,
+            },
+            events,
+        }
+    }
+
+    fn event(buyer: &str, completion: Completion, id: Option<Uuid>, left: Option<i64>) -> Event {
+        Event {
+            buyer: buyer.into(),
+            start_us: 0,
+            end_us: 1,
+            completion,
+            status: match completion {
+                Completion::Ok => 200,
+                Completion::Fail => 409,
+                Completion::Info => 503,
+            },
+            code: None,
+            order_id: id,
+            served_by: None,
+            stock_left: left,
+        }
+    }
+
+    fn order(id: Uuid, user: &str) -> Order {
+        Order {
+            order_id: id,
+            user_id: user.into(),
+        }
+    }
+
+    #[test]
+    fn a_clean_history_passes_and_counts_unknowns_that_sold() {
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let history = race(
+            true,
+            2,
+            0,
+            vec![
+                event("x", Completion::Ok, Some(a), Some(1)),
+                event("y", Completion::Info, Some(b), None),
+                event("z", Completion::Fail, None, None),
+            ],
+        );
+        let verdict = judge(&history, &[order(a, "x"), order(b, "y")]);
+        assert!(verdict.history_ok, "{verdict:?}");
+        assert_eq!((verdict.unknown, verdict.unknown_sold), (1, 1));
+    }
+
+    #[test]
+    fn each_doctored_detail_is_a_violation() {
+        let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let history = race(
+            true,
+            1,
+            1,
+            vec![
+                event("x", Completion::Ok, Some(a), Some(0)),
+                event("x", Completion::Ok, Some(b), Some(0)),
+                event("y", Completion::Ok, Some(c), None),
+                event("z", Completion::Fail, None, None),
+            ],
+        );
+        let z_order = Uuid::now_v7();
+        let verdict = judge(
+            &history,
+            &[order(a, "x"), order(b, "x"), order(z_order, "z")],
+        );
+        assert!(!verdict.history_ok);
+        let v = |name: &str| verdict.violations.get(name).copied().unwrap_or(0);
+        assert_eq!(v("ok_without_order"), 1, "{verdict:?}");
+        assert_eq!(v("order_without_ok"), 1, "{verdict:?}");
+        assert_eq!(v("oversold"), 2, "{verdict:?}");
+        assert_eq!(v("duplicate_unit"), 1, "{verdict:?}");
+        assert_eq!(v("over_limit"), 1, "{verdict:?}");
+    }
+
+    #[test]
+    fn unsafe_strategies_are_held_only_to_the_universal_rules() {
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let history = race(
+            false,
+            1,
+            0,
+            vec![
+                event("x", Completion::Ok, Some(a), Some(0)),
+                event("y", Completion::Ok, Some(b), Some(0)),
+            ],
+        );
+        let verdict = judge(&history, &[order(a, "x"), order(b, "y")]);
+        assert!(verdict.history_ok, "{verdict:?}");
+        let wrong = judge(&history, &[order(a, "y"), order(b, "y")]);
+        assert_eq!(wrong.violations.get("wrong_buyer"), Some(&1));
+    }
+}
