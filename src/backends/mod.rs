@@ -3,6 +3,7 @@
 //! Handles only: no knowledge of products, locks or strategies.
 
 pub mod lease;
+pub mod persistence;
 pub mod redlock;
 
 use std::sync::Arc;

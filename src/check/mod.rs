@@ -26,6 +26,23 @@ use uuid::Uuid;
 
 use history::{Completion, RaceHistory};
 
+/// The rules every strategy is held to, safe or not: a broken one means
+/// the service lied to a buyer or lost an order. The others (`oversold`,
+/// `duplicate_unit`, `over_limit`) are what an unsafe strategy, or a safe
+/// one under a fault it does not survive, is expected to break.
+pub const UNIVERSAL: &[&str] = &[
+    "ok_without_order",
+    "wrong_buyer",
+    "duplicate_ok",
+    "order_without_ok",
+];
+
+/// Whether a row's violations break only the rules a strategy may break
+/// when it oversells: every buyer was told the truth about their order.
+pub fn truthful(violations: &BTreeMap<String, u64>) -> bool {
+    violations.keys().all(|name| !UNIVERSAL.contains(&name.as_str()))
+}
+
 /// `seckill check`'s flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CheckArgs {

@@ -53,10 +53,11 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
 }
 
 /// The effective limits and settings (no secrets: the admin token is not
-/// among them).
+/// among them), and what the backends keep after a crash.
 pub async fn config(State(app): State<AppState>) -> Json<Value> {
     Json(json!({
         "instance": app.inner.instance,
+        "persistence": crate::backends::persistence::read(app.backends()).await,
         "edge": app.inner.edge,
         "product_defaults": crate::product::Settings::default(),
         "strategies": app.catalogue().ids(),

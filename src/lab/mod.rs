@@ -5,6 +5,7 @@
 //! failure scenarios need that. The integration tests use the same code (through the
 //! `seckill lab --json` subprocess), so what is tested is what users run.
 
+pub mod durability;
 mod find;
 pub mod nginx;
 mod postgres;
@@ -22,6 +23,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
+use durability::{AofFsync, Durability};
 use process::Managed;
 
 /// What to start.
@@ -45,6 +47,15 @@ pub struct LabArgs {
     /// `SECKILL_RATE_PER_SEC`… variables, which they inherit.
     #[command(flatten)]
     pub gateway: nginx::GatewayLimits,
+    /// How the servers keep their data: `durable` (fsync on, Redis AOF;
+    /// what compose runs) or `fast` (nothing reaches the disk; a crash
+    /// loses everything a server held).
+    #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
+    pub durability: Durability,
+    /// Redis's AOF fsync policy in the durable mode: `everysec` or
+    /// `always`.
+    #[arg(long, env = "SECKILL_LAB_REDIS_FSYNC", value_enum, default_value_t)]
+    pub redis_fsync: AofFsync,
     /// Extra environment for the instances only (a scenario tightening
     /// their limits without touching its own process).
     #[arg(skip)]
@@ -62,6 +73,8 @@ impl LabArgs {
             admin_token: None,
             json: false,
             gateway: nginx::GatewayLimits::default(),
+            durability: Durability::default(),
+            redis_fsync: AofFsync::default(),
             instance_env: Vec::new(),
         }
     }
@@ -103,6 +116,10 @@ pub struct LabInfo {
     pub processes: Vec<ProcessInfo>,
     /// The lab's temporary directory (logs live here).
     pub dir: PathBuf,
+    /// How the servers keep their data.
+    pub durability: Durability,
+    /// Redis's AOF fsync policy (in the durable mode).
+    pub redis_fsync: AofFsync,
 }
 
 /// One process of the lab.
@@ -154,6 +171,8 @@ impl Lab {
             info: LabInfo {
                 admin_token,
                 dir: dir.path().to_owned(),
+                durability: args.durability,
+                redis_fsync: args.redis_fsync,
                 ..LabInfo::default()
             },
             processes: Vec::new(),
@@ -175,7 +194,13 @@ impl Lab {
         for name in ["redis", "redis-2", "redis-3"] {
             let port = free_port()?;
             let url = format!("redis://127.0.0.1:{port}");
-            let server = redis::start(&root.join(name), name, port)?;
+            let server = redis::start(
+                &root.join(name),
+                name,
+                port,
+                self.info.durability,
+                self.info.redis_fsync,
+            )?;
             self.info.redlock_urls.push(url.clone());
             self.wait(server, move || {
                 let url = url.clone();
@@ -192,7 +217,7 @@ impl Lab {
 
         let pg_port = free_port()?;
         self.info.postgres_url = postgres::url(pg_port);
-        let server = postgres::start(&root.join("postgres"), pg_port).await?;
+        let server = postgres::start(&root.join("postgres"), pg_port, self.info.durability).await?;
         let url = self.info.postgres_url.clone();
         self.wait(server, move || {
             let url = url.clone();
@@ -364,6 +389,11 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
         println!("  redlock      {}", lab.info.redlock_urls.join(" "));
         println!("  zookeeper    {}", lab.info.zookeeper);
         println!("  postgres     {}", lab.info.postgres_url);
+        println!(
+            "  durability   {:?} (redis appendfsync {})",
+            lab.info.durability,
+            lab.info.redis_fsync.as_str()
+        );
         println!("  logs         {}", lab.info.dir.display());
         println!("Ctrl-C stops it and removes everything.");
     }

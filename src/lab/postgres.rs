@@ -11,18 +11,16 @@ use anyhow::Context;
 use nix::unistd::User;
 use tokio::process::Command;
 
+use super::durability::{Durability, postgres_settings};
 use super::find;
 use super::process::Managed;
 
 /// The database and user the instances connect as.
 pub const DATABASE: &str = "postgres";
 
-/// Initialises a cluster under `dir` and starts it on `port`.
-///
-/// The lab trades durability for speed (`fsync=off`,
-/// `synchronous_commit=off`): its data lives in a temporary directory that
-/// is deleted at the end anyway. Compose keeps PostgreSQL's defaults.
-pub async fn start(dir: &Path, port: u16) -> anyhow::Result<Managed> {
+/// Initialises a cluster under `dir` and starts it on `port`, durable or
+/// not as `mode` says.
+pub async fn start(dir: &Path, port: u16, mode: Durability) -> anyhow::Result<Managed> {
     let data = dir.join("data");
     let sockets = dir.join("sockets");
     std::fs::create_dir_all(&sockets)?;
@@ -66,10 +64,10 @@ pub async fn start(dir: &Path, port: u16) -> anyhow::Result<Managed> {
         format!("unix_socket_directories={}", sockets.display()),
         "max_connections=400".to_owned(),
         "shared_buffers=128MB".to_owned(),
-        "fsync=off".to_owned(),
-        "synchronous_commit=off".to_owned(),
-        "full_page_writes=off".to_owned(),
-    ] {
+    ]
+    .into_iter()
+    .chain(postgres_settings(mode).iter().map(|s| (*s).to_owned()))
+    {
         postgres.arg("-c").arg(setting);
     }
     as_owner(&mut postgres, owner.as_ref());

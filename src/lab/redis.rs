@@ -1,14 +1,23 @@
-//! A throw-away redis-server: no persistence, loopback only.
+//! A throw-away redis-server on loopback, persisting as the lab's
+//! [`Durability`] says.
 
 use std::path::Path;
 
 use tokio::process::Command;
 
+use super::durability::{AofFsync, Durability, redis_args};
 use super::find;
 use super::process::Managed;
 
-/// Starts redis-server on `port` with its files under `dir`.
-pub fn start(dir: &Path, name: &str, port: u16) -> anyhow::Result<Managed> {
+/// Starts redis-server on `port` with its files under `dir` (where a
+/// restart finds its AOF again).
+pub fn start(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    mode: Durability,
+    fsync: AofFsync,
+) -> anyhow::Result<Managed> {
     std::fs::create_dir_all(dir)?;
     let mut command = Command::new(find::redis_server()?);
     command
@@ -16,10 +25,7 @@ pub fn start(dir: &Path, name: &str, port: u16) -> anyhow::Result<Managed> {
         .arg(port.to_string())
         .arg("--bind")
         .arg("127.0.0.1")
-        .arg("--save")
-        .arg("")
-        .arg("--appendonly")
-        .arg("no")
+        .args(redis_args(mode, fsync))
         .arg("--dir")
         .arg(dir)
         .arg("--maxclients")

@@ -163,6 +163,12 @@ impl Target {
         self.get(&format!("/stock/{id}")).await
     }
 
+    /// `GET /config`: the instance's settings and the backends'
+    /// persistence.
+    pub async fn config(&self) -> anyhow::Result<Value> {
+        self.get("/config").await
+    }
+
     /// The strategy catalogue.
     pub async fn strategies(&self) -> anyhow::Result<Vec<CatalogEntry>> {
         self.get("/strategies").await

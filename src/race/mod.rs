@@ -166,8 +166,28 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
         };
         rows.push(race(&target, &spec, &audit).await?);
     }
+    println!("{}", persistence_line(&target).await);
     print!("{}", table::render(&rows, &safe));
     Ok((rows, safe))
+}
+
+/// What the backends keep after a crash, as the gateway's `/config` says:
+/// a number means little without it.
+async fn persistence_line(target: &Target) -> String {
+    let config = match target.config().await {
+        Ok(config) => config,
+        Err(error) => return format!("persistence: unknown ({error})"),
+    };
+    let p = &config["persistence"];
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_owned();
+    format!(
+        "persistence: {} (postgres fsync={} synchronous_commit={}; redis appendonly={} appendfsync={})",
+        text(&p["mode"]),
+        text(&p["postgres"]["fsync"]),
+        text(&p["postgres"]["synchronous_commit"]),
+        text(&p["redis"]["appendonly"]),
+        text(&p["redis"]["appendfsync"]),
+    )
 }
 
 /// `--scenario NAME`: the scenario's rows, each with its expectation.

@@ -91,6 +91,11 @@ async fn redis_lock_oversells_when_the_lease_expires_under_the_holder() {
         row.oversold > 0,
         "redis-lock must oversell past its lease: {row:?}"
     );
+    // The history shows how: buyers told the same unit number.
+    assert!(
+        row.violations.get("duplicate_unit").is_some_and(|n| *n > 0),
+        "{row:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -63,8 +63,10 @@ pub struct ScenarioRow {
 pub fn met(expect: Expect, row: &Row) -> bool {
     let count = |code: &str| row.errors.get(code).copied().unwrap_or(0);
     // Every 200 a client saw is one recorded order, every order a 200 or
-    // an unknown outcome, and the independent history check agrees.
-    let honest = row.client_ok + row.unknown_sold == row.sold && row.history_ok != Some(false);
+    // an unknown outcome, and the independent history check agrees (an
+    // expected oversell breaks only the safe strategies' rules).
+    let honest =
+        row.client_ok + row.unknown_sold == row.sold && crate::check::truthful(&row.violations);
     honest
         && match expect {
             Expect::Oversells => row.oversold > 0,
