@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
+use crate::lab::durability::{AofFsync, Durability};
 use crate::lab::{Lab, LabArgs};
 use crate::product::Settings;
 use client::Target;
@@ -28,6 +29,13 @@ pub struct RaceArgs {
     /// Admin token of that gateway (needed to reset products).
     #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// Persistence of the lab started when there is no --url: `durable`
+    /// (fsync on, Redis AOF) or `fast` (nothing on disk).
+    #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
+    pub durability: Durability,
+    /// Redis's AOF fsync policy in that lab: `everysec` or `always`.
+    #[arg(long, env = "SECKILL_LAB_REDIS_FSYNC", value_enum, default_value_t)]
+    pub redis_fsync: AofFsync,
     /// Instances in the lab started when there is no --url.
     #[arg(long, env = "SECKILL_RACE_INSTANCES", default_value_t = 2)]
     pub instances: usize,
@@ -96,6 +104,8 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
             eprintln!("starting a lab with {} instances…", args.instances);
             let lab_args = LabArgs {
                 admin_token: args.admin_token.clone(),
+                durability: args.durability,
+                redis_fsync: args.redis_fsync,
                 ..LabArgs::with_instances(args.instances)
             };
             Some(Lab::start(&lab_args).await?)
