@@ -9,6 +9,7 @@ mod find;
 pub mod nginx;
 mod postgres;
 pub mod process;
+pub mod proxy;
 mod redis;
 mod zookeeper;
 
