@@ -11,6 +11,7 @@ mod postgres;
 pub mod process;
 pub mod proxy;
 mod redis;
+pub mod sentinel;
 mod zookeeper;
 
 use std::net::{SocketAddr, TcpListener};
