@@ -49,7 +49,11 @@ pub enum Mode {
 }
 
 /// A running proxy from a free loopback port to one upstream address.
-/// Dropping it, or [`Proxy::stop`], closes every connection it carries.
+/// Each accepted connection gets its own connection to the upstream; if
+/// the upstream refuses it (the backend is down), the client's connection
+/// is reset, so a dead backend still looks dead through the proxy.
+/// Dropping the proxy, or [`Proxy::stop`], closes every connection it
+/// carries.
 pub struct Proxy {
     /// Where clients connect instead of the upstream.
     addr: SocketAddr,
@@ -134,12 +138,12 @@ async fn accept(listener: TcpListener, upstream: SocketAddr, mut mode: watch::Re
 /// resets (so a reset passes through, as it would without the proxy).
 async fn relay(mut client: TcpStream, upstream: SocketAddr, mut mode: watch::Receiver<Mode>) {
     let mut server = None;
-    let pumps_mode = mode.clone();
+    let copy_mode = mode.clone();
     let reset = tokio::select! {
         // The cut first: not one more chunk once it is decided.
         biased;
         cut = mode.wait_for(|m| *m == Mode::Cut) => cut.is_ok(),
-        forwarded = forward(&mut client, &mut server, upstream, pumps_mode) => forwarded.is_err(),
+        forwarded = forward(&mut client, &mut server, upstream, copy_mode) => forwarded.is_err(),
     };
     if reset {
         // SO_LINGER 0: closing sends RST instead of FIN. Best effort: the
@@ -152,8 +156,15 @@ async fn relay(mut client: TcpStream, upstream: SocketAddr, mut mode: watch::Rec
 }
 
 /// Connects to the upstream once the link is not blackholed (a partition
-/// lets nothing through, not even a handshake), then pumps both ways.
-/// `server` is filled in so that [`relay`] can reset it.
+/// lets nothing through, not even a handshake), then copies both ways,
+/// pausing while the link is blackholed. `server` is filled in so that
+/// [`relay`] can reset it.
+///
+/// Not `tokio::io::copy_bidirectional`: a partition has to stop the copy in
+/// the middle, and the bytes in its buffers would be lost with it. Here
+/// they live in [`Pipe`]s outside the copying future, which a mode change
+/// cancels and a healed partition starts again. In `Pass` the cost over a
+/// plain copy is one more future polled per wake-up (the mode's).
 async fn forward(
     client: &mut TcpStream,
     server: &mut Option<TcpStream>,
@@ -167,42 +178,71 @@ async fn forward(
     server.set_nodelay(true)?;
     let (mut client_read, mut client_write) = client.split();
     let (mut server_read, mut server_write) = server.split();
-    tokio::try_join!(
-        pump(&mut client_read, &mut server_write, mode.clone()),
-        pump(&mut server_read, &mut client_write, mode),
-    )?;
-    Ok(())
+    let (mut requests, mut replies) = (Pipe::new(), Pipe::new());
+    loop {
+        tokio::select! {
+            copied = async {
+                tokio::try_join!(
+                    requests.copy(&mut client_read, &mut server_write),
+                    replies.copy(&mut server_read, &mut client_write),
+                )
+            } => {
+                copied?;
+                return Ok(());
+            }
+            changed = mode.changed() => changed.map_err(|_| stopped())?,
+        }
+        flowing(&mut mode).await?;
+    }
 }
 
-/// Copies one direction until end of stream, which it passes on as a
-/// half-close. Not `tokio::io::copy_bidirectional`: a partition cancels the
-/// copy in the middle, and bytes in its buffer would be lost; here they are
-/// held until the partition heals. In `Pass` the cost over a plain copy is
-/// a look at the mode per chunk.
-async fn pump(
-    from: &mut ReadHalf<'_>,
-    to: &mut WriteHalf<'_>,
-    mut mode: watch::Receiver<Mode>,
-) -> io::Result<()> {
-    let mut buffer = vec![0; 16 * 1024];
-    loop {
-        flowing(&mut mode).await?;
-        let read = tokio::select! {
-            read = from.read(&mut buffer) => read?,
-            // A partition stops reading at once, even with a read pending
-            // (a read is cancel-safe: nothing is lost).
-            changed = mode.changed() => {
-                changed.map_err(|_| stopped())?;
-                continue;
-            }
-        };
-        if read == 0 {
-            to.shutdown().await?;
-            return Ok(());
+/// One direction of a connection, with the bytes read from one side and
+/// not yet written to the other: kept here, outside the copying future, so
+/// that cancelling the copy loses nothing.
+struct Pipe {
+    /// Bytes in flight are `buffer[start..end]`.
+    buffer: Box<[u8]>,
+    /// The first byte not yet written.
+    start: usize,
+    /// The end of what was read.
+    end: usize,
+    /// The end of the stream has been read and passed on (a half-close).
+    closed: bool,
+}
+
+impl Pipe {
+    fn new() -> Self {
+        Self {
+            buffer: vec![0; 16 * 1024].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            closed: false,
         }
-        // Read just before a partition: held until it heals.
-        flowing(&mut mode).await?;
-        to.write_all(&buffer[..read]).await?;
+    }
+
+    /// Copies until the end of the stream, which it passes on as a
+    /// half-close. Cancel-safe: each await is one read or one write (both
+    /// cancel-safe), recorded in `self` before the next.
+    async fn copy(&mut self, from: &mut ReadHalf<'_>, to: &mut WriteHalf<'_>) -> io::Result<()> {
+        loop {
+            if self.start == self.end {
+                if self.closed {
+                    return Ok(());
+                }
+                let read = from.read(&mut self.buffer).await?;
+                if read == 0 {
+                    to.shutdown().await?;
+                    self.closed = true;
+                    return Ok(());
+                }
+                (self.start, self.end) = (0, read);
+            }
+            let written = to.write(&self.buffer[self.start..self.end]).await?;
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            self.start += written;
+        }
     }
 }
 
