@@ -82,9 +82,12 @@ impl Topology {
     ///
     /// Shortened timings, so that faults play out in seconds: a sentinel
     /// suspects a master silent for 1 s and a failover may take 3 s; the
-    /// master drops a replica silent for 2 s (`repl-timeout`) and starts a
-    /// replica's full sync at once (Redis 7 waits 5 s for more replicas to
-    /// share a diskless sync).
+    /// first master drops a replica silent for 2 s (`repl-timeout`; a
+    /// promoted replica keeps Redis's 60 s) and starts a replica's full
+    /// sync at once (Redis 7 waits 5 s for more replicas to share a
+    /// diskless sync). The replica is told to follow with `REPLICAOF`
+    /// once the master is configured, which lets both start as the lab's
+    /// plain Redis does.
     pub async fn start(dir: &Path) -> anyhow::Result<Self> {
         let master = redis_node(dir, "redis-master").await?;
         command::<()>(
