@@ -10,7 +10,9 @@ mod find;
 pub mod nginx;
 mod postgres;
 pub mod process;
+pub mod proxy;
 mod redis;
+pub mod sentinel;
 mod zookeeper;
 
 use std::net::{SocketAddr, TcpListener};
