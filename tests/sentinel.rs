@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use redis::AsyncCommands;
 use redis::sentinel::{SentinelClient, SentinelServerType};
+use seckill::lab::durability::{AofFsync, Durability};
 use seckill::lab::sentinel::{self, MASTER_NAME, Topology};
 
 /// Polls `check` every 50 ms until it holds, failing after `timeout`.
@@ -33,7 +34,9 @@ where
 async fn a_failover_loses_a_write_the_old_master_acknowledged() {
     let dir = tempfile::tempdir().expect("temp dir");
     let started = Instant::now();
-    let topology = Topology::start(dir.path()).await.expect("topology starts");
+    let topology = Topology::start(dir.path(), Durability::Durable, AofFsync::Everysec)
+        .await
+        .expect("topology starts");
     eprintln!("topology ready in {:?}", started.elapsed());
     let sentinels = topology.sentinel_urls();
     let (master, replica) = (topology.master.url(), topology.replica.url());

@@ -63,12 +63,11 @@ pub async fn read(backends: &Backends) -> Persistence {
 }
 
 async fn pg(backends: &Backends) -> Option<PgPersistence> {
-    let (fsync, synchronous_commit): (String, String) = sqlx::query_as(
-        "SELECT current_setting('fsync'), current_setting('synchronous_commit')",
-    )
-    .fetch_one(&backends.pg)
-    .await
-    .ok()?;
+    let (fsync, synchronous_commit): (String, String) =
+        sqlx::query_as("SELECT current_setting('fsync'), current_setting('synchronous_commit')")
+            .fetch_one(&backends.pg)
+            .await
+            .ok()?;
     Some(PgPersistence {
         fsync,
         synchronous_commit,

@@ -40,7 +40,9 @@ pub const UNIVERSAL: &[&str] = &[
 /// Whether a row's violations break only the rules a strategy may break
 /// when it oversells: every buyer was told the truth about their order.
 pub fn truthful(violations: &BTreeMap<String, u64>) -> bool {
-    violations.keys().all(|name| !UNIVERSAL.contains(&name.as_str()))
+    violations
+        .keys()
+        .all(|name| !UNIVERSAL.contains(&name.as_str()))
 }
 
 /// `seckill check`'s flags.

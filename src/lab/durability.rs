@@ -57,11 +57,7 @@ pub fn redis_args(mode: Durability, fsync: AofFsync) -> Vec<String> {
 /// durable, said out loud so the intent is visible.
 pub fn postgres_settings(mode: Durability) -> &'static [&'static str] {
     match mode {
-        Durability::Durable => &[
-            "fsync=on",
-            "synchronous_commit=on",
-            "full_page_writes=on",
-        ],
+        Durability::Durable => &["fsync=on", "synchronous_commit=on", "full_page_writes=on"],
         Durability::Fast => &[
             "fsync=off",
             "synchronous_commit=off",

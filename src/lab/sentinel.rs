@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio::process::Command;
 
+use super::durability::{AofFsync, Durability};
 use super::process::Managed;
 use super::redis as server;
 use super::{find, free_port};
@@ -88,8 +89,10 @@ impl Topology {
     /// diskless sync). The replica is told to follow with `REPLICAOF`
     /// once the master is configured, which lets both start as the lab's
     /// plain Redis does.
-    pub async fn start(dir: &Path) -> anyhow::Result<Self> {
-        let master = redis_node(dir, "redis-master").await?;
+    /// Both Redis servers persist as `mode` and `fsync` say, like the
+    /// lab's others.
+    pub async fn start(dir: &Path, mode: Durability, fsync: AofFsync) -> anyhow::Result<Self> {
+        let master = redis_node(dir, "redis-master", mode, fsync).await?;
         command::<()>(
             &master.url(),
             redis::cmd("CONFIG")
@@ -102,7 +105,7 @@ impl Topology {
         .await
         .context("configuring the master")?;
 
-        let mut replica = redis_node(dir, "redis-replica").await?;
+        let mut replica = redis_node(dir, "redis-replica", mode, fsync).await?;
         command::<()>(
             &replica.url(),
             redis::cmd("REPLICAOF")
@@ -247,10 +250,15 @@ pub async fn wait_failover(
 
 /// A plain redis-server (the lab's own) on a free port under `dir/name`,
 /// answering PING.
-async fn redis_node(dir: &Path, name: &str) -> anyhow::Result<Node> {
+async fn redis_node(
+    dir: &Path,
+    name: &str,
+    mode: Durability,
+    fsync: AofFsync,
+) -> anyhow::Result<Node> {
     let port = free_port()?;
     let mut node = Node {
-        process: server::start(&dir.join(name), name, port)?,
+        process: server::start(&dir.join(name), name, port, mode, fsync)?,
         addr: loopback(port),
     };
     let url = node.url();

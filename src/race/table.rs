@@ -46,7 +46,11 @@ fn race_cells(row: &Row) -> Vec<String> {
 /// The error codes, then what the history check found.
 fn errors(row: &Row) -> String {
     let mut parts: Vec<String> = row.errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    parts.extend(row.violations.iter().map(|(k, v)| format!("VIOLATION {k}={v}")));
+    parts.extend(
+        row.violations
+            .iter()
+            .map(|(k, v)| format!("VIOLATION {k}={v}")),
+    );
     if row.unknown_sold > 0 {
         parts.push(format!("(unknown that sold: {})", row.unknown_sold));
     }

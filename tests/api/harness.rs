@@ -163,10 +163,6 @@ pub async fn race_paced(
         seckill::check::truthful(&row.violations),
         "history check failed: {row:?}"
     );
-    assert_eq!(
-        row.history_ok,
-        Some(row.violations.is_empty()),
-        "{row:?}"
-    );
+    assert_eq!(row.history_ok, Some(row.violations.is_empty()), "{row:?}");
     row
 }
