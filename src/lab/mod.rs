@@ -329,12 +329,63 @@ impl Lab {
     /// Sends `signal` to the process called `name`: SIGSTOP freezes it,
     /// SIGCONT resumes it, SIGKILL crashes it, SIGTERM stops it politely.
     pub fn signal(&self, name: &str, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
-        let process = self
+        self.process(name)?.signal(signal)
+    }
+
+    /// Sends `signal` to `name` and every process it started (PostgreSQL's
+    /// backends): the whole server frozen, resumed or crashed at once.
+    pub fn signal_tree(&self, name: &str, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+        self.process(name)?.signal_tree(signal)
+    }
+
+    /// Starts the backend `name` again from its own files (after a crash
+    /// or a stop) on the same port, and waits until it answers. The
+    /// instances are not told: they must find it again by themselves.
+    pub async fn restart(&mut self, name: &str) -> anyhow::Result<()> {
+        let ready = self.ready_check(name)?;
+        let index = self
             .processes
             .iter()
-            .find(|p| p.name == name)
+            .position(|p| p.name == name)
             .with_context(|| format!("the lab has no process called {name}"))?;
-        process.signal(signal)
+        let process = &mut self.processes[index];
+        process.restart().await?;
+        let pid = process.pid();
+        if let Some(info) = self.info.processes.iter_mut().find(|p| p.name == name) {
+            info.pid = pid;
+        }
+        let started = Instant::now();
+        loop {
+            self.processes[index].ensure_running()?;
+            if ready.answers().await {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                started.elapsed() < READY_TIMEOUT,
+                "{name} not ready after a restart; its log ends with:\n{}",
+                self.processes[index].log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// How to tell that the backend `name` is up again.
+    fn ready_check(&self, name: &str) -> anyhow::Result<Ready> {
+        let redis = ["redis", "redis-2", "redis-3"];
+        if let Some(index) = redis.iter().position(|r| *r == name) {
+            return Ok(Ready::Redis(self.info.redlock_urls[index].clone()));
+        }
+        match name {
+            "postgres" => Ok(Ready::Postgres(self.info.postgres_url.clone())),
+            other => anyhow::bail!("{other} is not a backend the lab can restart"),
+        }
+    }
+
+    fn process(&self, name: &str) -> anyhow::Result<&Managed> {
+        self.processes
+            .iter()
+            .find(|p| p.name == name)
+            .with_context(|| format!("the lab has no process called {name}"))
     }
 
     /// Stops everything politely, newest first (nginx, instances — which
@@ -343,6 +394,21 @@ impl Lab {
     pub async fn stop(mut self) {
         while let Some(process) = self.processes.pop() {
             process.stop(Duration::from_secs(10)).await;
+        }
+    }
+}
+
+/// A restartable backend's readiness probe.
+enum Ready {
+    Redis(String),
+    Postgres(String),
+}
+
+impl Ready {
+    async fn answers(&self) -> bool {
+        match self {
+            Self::Redis(url) => redis::ready(url).await,
+            Self::Postgres(url) => postgres::ready(url).await,
         }
     }
 }

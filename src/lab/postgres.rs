@@ -53,13 +53,8 @@ pub async fn start(dir: &Path, port: u16, mode: Durability) -> anyhow::Result<Ma
         String::from_utf8_lossy(&output.stderr)
     );
 
-    let mut postgres = Command::new(find::postgres("postgres")?);
-    postgres
-        .arg("-D")
-        .arg(&data)
-        .arg("-p")
-        .arg(port.to_string());
-    for setting in [
+    let program = find::postgres("postgres")?;
+    let settings: Vec<String> = [
         "listen_addresses=127.0.0.1".to_owned(),
         format!("unix_socket_directories={}", sockets.display()),
         "max_connections=400".to_owned(),
@@ -67,11 +62,21 @@ pub async fn start(dir: &Path, port: u16, mode: Durability) -> anyhow::Result<Ma
     ]
     .into_iter()
     .chain(postgres_settings(mode).iter().map(|s| (*s).to_owned()))
-    {
-        postgres.arg("-c").arg(setting);
-    }
-    as_owner(&mut postgres, owner.as_ref());
-    Managed::spawn("postgres", postgres, &dir.join("postgres.log"))
+    .collect();
+    let recipe = move || {
+        let mut postgres = Command::new(&program);
+        postgres
+            .arg("-D")
+            .arg(&data)
+            .arg("-p")
+            .arg(port.to_string());
+        for setting in &settings {
+            postgres.arg("-c").arg(setting);
+        }
+        as_owner(&mut postgres, owner.as_ref());
+        postgres
+    };
+    Managed::restartable("postgres", Box::new(recipe), &dir.join("postgres.log"))
 }
 
 /// The URL the instances use.

@@ -11,6 +11,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
+/// Builds the command that starts a server again, from its own files.
+pub type Recipe = Box<dyn Fn() -> Command + Send + Sync>;
+
 /// One child process and where its output goes.
 pub struct Managed {
     /// Short name for messages (`redis`, `postgres`, `instance-a`, …).
@@ -19,6 +22,8 @@ pub struct Managed {
     child: Child,
     /// Its stdout and stderr.
     pub log: PathBuf,
+    /// How to start it again after a crash, for the servers that can.
+    recipe: Option<Recipe>,
 }
 
 impl Managed {
@@ -26,8 +31,43 @@ impl Managed {
     ///
     /// The child also gets SIGTERM when the lab dies without cleaning up
     /// (even by SIGKILL), through the kernel's parent-death signal.
-    pub fn spawn(name: &str, mut command: Command, log: &Path) -> anyhow::Result<Self> {
+    pub fn spawn(name: &str, command: Command, log: &Path) -> anyhow::Result<Self> {
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        Self::launch(name, command, out, log, None)
+    }
+
+    /// [`Managed::spawn`] for a server that a fault scenario restarts:
+    /// `recipe` builds the same command again, which finds the server's
+    /// files where the crash left them.
+    pub fn restartable(name: &str, recipe: Recipe, log: &Path) -> anyhow::Result<Self> {
+        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        Self::launch(name, recipe(), out, log, Some(recipe))
+    }
+
+    /// Starts the process again (after it died or was killed), appending
+    /// to its log. Fails if it is still running or cannot be restarted.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        let recipe = self
+            .recipe
+            .take()
+            .with_context(|| format!("{} cannot be restarted", self.name))?;
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .with_context(|| format!("{} is still running", self.name))??;
+        let out = std::fs::OpenOptions::new().append(true).open(&self.log)?;
+        let name = self.name.clone();
+        let log = self.log.clone();
+        *self = Self::launch(&name, recipe(), out, &log, Some(recipe))?;
+        Ok(())
+    }
+
+    fn launch(
+        name: &str,
+        mut command: Command,
+        out: File,
+        log: &Path,
+        recipe: Option<Recipe>,
+    ) -> anyhow::Result<Self> {
         command
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
@@ -41,6 +81,7 @@ impl Managed {
             name: name.to_owned(),
             child,
             log: log.to_owned(),
+            recipe,
         })
     }
 
@@ -78,6 +119,29 @@ impl Managed {
             .with_context(|| format!("sending {signal} to {}", self.name))
     }
 
+    /// Sends a signal to the process and every process it started, parent
+    /// first (so a frozen parent forks no new child meanwhile): for
+    /// PostgreSQL, the postmaster and its backends, which each call
+    /// `setsid` and so escape a signal to the postmaster's group. SIGSTOP
+    /// here freezes the server, SIGKILL crashes it.
+    pub fn signal_tree(&self, signal: Signal) -> anyhow::Result<()> {
+        let pid = self
+            .child
+            .id()
+            .with_context(|| format!("{} has already exited", self.name))?;
+        let mut tree = vec![pid];
+        let mut next = 0;
+        while next < tree.len() {
+            tree.extend(children(tree[next]));
+            next += 1;
+        }
+        for pid in tree {
+            // A child that exited meanwhile is no error.
+            let _ = kill(Pid::from_raw(pid as i32), signal);
+        }
+        Ok(())
+    }
+
     /// SIGTERM, then SIGKILL if it has not exited within `grace`.
     pub async fn stop(mut self, grace: Duration) {
         if let Some(pid) = self.child.id() {
@@ -92,6 +156,27 @@ impl Managed {
         }
         let _ = self.child.kill().await;
     }
+}
+
+/// The processes whose parent is `pid`, from /proc.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|candidate| {
+            // `pid (comm) state ppid …`: the command may hold spaces or
+            // parentheses, so read after its last ')'.
+            std::fs::read_to_string(format!("/proc/{candidate}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = &stat[stat.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
 }
 
 /// Asks the kernel to send SIGTERM to the child when the thread that

@@ -19,18 +19,23 @@ pub fn start(
     fsync: AofFsync,
 ) -> anyhow::Result<Managed> {
     std::fs::create_dir_all(dir)?;
-    let mut command = Command::new(find::redis_server()?);
-    command
-        .arg("--port")
-        .arg(port.to_string())
-        .arg("--bind")
-        .arg("127.0.0.1")
-        .args(redis_args(mode, fsync))
-        .arg("--dir")
-        .arg(dir)
-        .arg("--maxclients")
-        .arg("10000");
-    Managed::spawn(name, command, &dir.join("redis.log"))
+    let program = find::redis_server()?;
+    let data = dir.to_owned();
+    let recipe = move || {
+        let mut command = Command::new(&program);
+        command
+            .arg("--port")
+            .arg(port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .args(redis_args(mode, fsync))
+            .arg("--dir")
+            .arg(&data)
+            .arg("--maxclients")
+            .arg("10000");
+        command
+    };
+    Managed::restartable(name, Box::new(recipe), &dir.join("redis.log"))
 }
 
 /// PING answers PONG.

@@ -12,6 +12,7 @@ mod holder_crash;
 mod lease_expiry;
 mod local_lock;
 mod rate_limit;
+mod redis_crash;
 mod redlock_minority;
 mod segment_scaling;
 
@@ -39,6 +40,7 @@ pub const NAMES: &[&str] = &[
     "redlock-minority-down",
     "segment-scaling",
     "rate-limit",
+    "redis-crash",
 ];
 
 /// One row of a scenario: the race's row plus what was expected of it.
@@ -134,9 +136,9 @@ impl Ctx {
     async fn with_lab<T>(
         &mut self,
         topology: LabArgs,
-        body: impl AsyncFnOnce(&mut Self, &Lab) -> anyhow::Result<T>,
+        body: impl AsyncFnOnce(&mut Self, &mut Lab) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
-        let lab = Lab::start(&topology).await?;
+        let mut lab = Lab::start(&topology).await?;
         let safe = self
             .catalogue
             .all()
@@ -147,7 +149,7 @@ impl Ctx {
         let result = match Audit::connect_lazy(&lab.info.postgres_url, history, safe) {
             Ok(audit) => {
                 self.audit = audit;
-                body(self, &lab).await
+                body(self, &mut lab).await
             }
             Err(error) => Err(error),
         };
@@ -257,6 +259,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
             "redlock-minority-down" => redlock_minority::run(&mut ctx).await,
             "segment-scaling" => segment_scaling::run(&mut ctx).await,
             "rate-limit" => rate_limit::run(&mut ctx).await,
+            "redis-crash" => redis_crash::run(&mut ctx).await,
             other => anyhow::bail!(
                 "unknown scenario {other:?}; known: all, {}",
                 NAMES.join(", ")
