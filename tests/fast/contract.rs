@@ -139,3 +139,13 @@ async fn a_buyer_gets_the_limit_and_a_retry_gets_its_order_back() {
     let ledger = call(&app, Method::GET, "/stock/20301", &[], None).await;
     assert_eq!(ledger.body["sold"], json!(1));
 }
+
+#[tokio::test]
+async fn the_openapi_document_is_served_as_built() {
+    let app = app().await;
+    let answer = call(&app, Method::GET, "/openapi.json", &[], None).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.headers["content-type"], "application/json");
+    let built = serde_json::to_value(seckill::http::openapi()).expect("the document serializes");
+    assert_eq!(answer.body, built);
+}
