@@ -5,7 +5,8 @@
 pub mod keys;
 mod settings;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{Error as _, Unexpected};
+use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::Invalid;
@@ -59,6 +60,7 @@ pub struct Product {
 pub struct ResetRequest {
     /// Units on sale after the reset.
     #[schema(minimum = 0, maximum = 1_000_000_000)]
+    #[serde(deserialize_with = "whole_number")]
     pub stock: i64,
     /// Strategy id from the catalogue (the service's document lists them:
     /// this layer does not know the catalogue).
@@ -66,6 +68,33 @@ pub struct ResetRequest {
     /// The strategy's knobs; omitted ones take their defaults.
     #[serde(flatten)]
     pub settings: Settings,
+}
+
+/// Reads an integer as JSON Schema (and so the OpenAPI document) counts
+/// integers: `5` and `5.0` alike, `5.5` refused. serde alone refuses
+/// `5.0` for an integer field, and with it a body the document calls
+/// valid from any client that writes numbers as floats.
+fn whole_number<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    let number = serde_json::Number::deserialize(deserializer)?;
+    let value = match (number.as_i64(), number.as_u64(), number.as_f64()) {
+        (Some(i), _, _) => i128::from(i),
+        (_, Some(u), _) => i128::from(u),
+        // Within ±2^63 every float is exactly an i128.
+        (_, _, Some(f)) if f.fract() == 0.0 && f.abs() <= 2f64.powi(63) => f as i128,
+        (_, _, f) => {
+            return Err(D::Error::invalid_value(
+                Unexpected::Float(f.unwrap_or(f64::NAN)),
+                &"a whole number",
+            ));
+        }
+    };
+    T::try_from(value).map_err(|_| {
+        D::Error::invalid_value(Unexpected::Other(&number.to_string()), &"a number in range")
+    })
 }
 
 impl ResetRequest {
@@ -115,9 +144,6 @@ mod tests {
         serde_json::from_value::<ResetRequest>(body).is_ok_and(|r| r.validate().is_ok())
     }
 
-    /// The document promises exactly the ranges the validator enforces, so
-    /// a client generating bodies from it is neither refused valid ones nor
-    /// let through invalid ones.
     /// The document promises exactly the ranges the validator enforces, so
     /// a client generating bodies from it is neither refused valid ones nor
     /// let through invalid ones.

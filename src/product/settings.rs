@@ -52,15 +52,19 @@ pub struct Settings {
     /// Simulated business work inside the critical section (or the
     /// transaction), in ms: what makes races and lease expiry reproducible.
     #[schema(minimum = 0, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub work_ms: u64,
     /// Lock time-to-live in ms for the lease-based locks.
     #[schema(minimum = 1, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub lease_ms: u64,
     /// How long a buyer waits for a lock before giving up as `busy`.
     #[schema(minimum = 0, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub acquire_timeout_ms: u64,
     /// How often an optimistic update is retried before giving up as `busy`.
     #[schema(minimum = 0, maximum = 10_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub max_retries: u32,
     /// Where a locked strategy keeps the stock (default: the strategy's
     /// own backend), so "RedLock guarding a PostgreSQL row" is one reset
@@ -68,6 +72,7 @@ pub struct Settings {
     pub store: Option<StoreKind>,
     /// Stock segments of `segmented`.
     #[schema(minimum = 1, maximum = 64)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub segments: u32,
     /// How many RedLock masters must agree: a majority, or all of them
     /// (the articles' MultiLock).
@@ -75,10 +80,12 @@ pub struct Settings {
     /// `setnx-naive` only: a pause between its SETNX and its EXPIRE, which
     /// widens the window where a crash leaves a lock that never expires.
     #[schema(minimum = 0, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub crash_gap_ms: u64,
     /// Units one buyer may hold of the product; 0 = unlimited. Enforced in
     /// the same atomic step as the decrement (see the `limit` module).
     #[schema(minimum = 0, maximum = 1_000_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub per_user_limit: u32,
 }
 

@@ -107,6 +107,7 @@ async fn resets_want_the_token_and_valid_settings() {
         json!({"stock": 1, "strategy": "redis-lua", "lease_ms": 0}),
         json!({"stock": 1, "strategy": "redis-lua", "segments": 65}),
         json!({"stock": 1, "strategy": "redis-lua", "no_such_knob": 1}),
+        json!({"stock": 1.5, "strategy": "redis-lua"}),
     ] {
         let answer = call(&app, Method::PUT, path, &auth, Some(bad.clone())).await;
         assert_eq!(
@@ -115,6 +116,12 @@ async fn resets_want_the_token_and_valid_settings() {
             "{bad}"
         );
     }
+    // JSON Schema's integers include 2.0: the document says "integer", so
+    // a client writing whole numbers as floats is not refused.
+    let floats = json!({"stock": 2.0, "strategy": "redis-lua", "work_ms": 0.0});
+    let answer = call(&app, Method::PUT, path, &auth, Some(floats)).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert_eq!(answer.body["initial"], 2);
 }
 
 #[tokio::test]
