@@ -233,17 +233,25 @@ fn replayed(sold: Sold) -> Response {
 
 /// The buyer id from `X-User-Id` (preferred) or `?user=`: 1 to 64
 /// characters of `A-Z a-z 0-9 . _ : @ -`, so it is safe in logs, keys and
-/// CSV.
+/// CSV. A malformed `?user=` is refused even beside a header, rather than
+/// silently ignored.
 fn buyer(headers: &HeaderMap, from_query: Option<String>) -> Result<String, ApiError> {
-    let raw = match headers.get("x-user-id") {
-        Some(value) => value
-            .to_str()
-            .map_err(|_| ApiError::BadRequest("X-User-Id must be printable ASCII".into()))?
-            .to_owned(),
+    let from_query = from_query.map(valid_buyer).transpose()?;
+    match headers.get("x-user-id") {
+        Some(value) => valid_buyer(
+            value
+                .to_str()
+                .map_err(|_| ApiError::BadRequest("X-User-Id must be printable ASCII".into()))?
+                .to_owned(),
+        ),
         None => from_query.ok_or_else(|| {
             ApiError::BadRequest("a buyer is required: X-User-Id header or ?user=".into())
-        })?,
-    };
+        }),
+    }
+}
+
+/// `raw` if it is a well-formed buyer id.
+fn valid_buyer(raw: String) -> Result<String, ApiError> {
     let valid_char = |c: char| c.is_ascii_alphanumeric() || "._:@-".contains(c);
     if raw.is_empty() || raw.len() > MAX_USER_LEN || !raw.chars().all(valid_char) {
         return Err(ApiError::BadRequest(format!(

@@ -58,6 +58,16 @@ async fn malformed_requests_get_the_contracts_errors_and_sell_nothing() {
     assert_eq!(no_buyer.code(), "bad_request");
     let bad_buyer = buy(&app, 20_100, "a b").await;
     assert_eq!(bad_buyer.code(), "bad_request");
+    // A malformed `?user=` is refused beside a good header, not ignored.
+    let bad_query_buyer = call(
+        &app,
+        Method::POST,
+        "/stock/20100/buy?user=%2A",
+        &[("x-user-id", "u")],
+        None,
+    )
+    .await;
+    assert_eq!(bad_query_buyer.code(), "bad_request");
     let bad_key = call(
         &app,
         Method::POST,
