@@ -66,9 +66,9 @@ pub(super) fn base() -> OpenApi {
 pub fn openapi() -> OpenApi {
     let mut doc = super::routes(None).into_openapi();
     add_edge_answers(&mut doc);
-    let schemas = doc.components.get_or_insert_with(Default::default);
-    flatten(schemas, "ResetRequest");
-    list_strategies(schemas, &Catalogue::new());
+    let components = doc.components.get_or_insert_with(Default::default);
+    flatten(components, "ResetRequest");
+    list_strategies(components, &Catalogue::new());
     doc
 }
 
@@ -91,8 +91,8 @@ fn add_edge_answers(doc: &mut OpenApi) {
             error(
                 "`rate_limited` by the gateway: too many connections from this address",
                 &[
-                    ("Retry-After", "seconds"),
-                    ("X-Limited-By", "`gateway` or `service`"),
+                    ("Retry-After", Type::Integer, "seconds"),
+                    ("X-Limited-By", Type::String, "`gateway` or `service`"),
                 ],
             ),
         ),
@@ -101,7 +101,7 @@ fn add_edge_answers(doc: &mut OpenApi) {
             error(
                 "from the gateway: no instance answered in time (for a buy, the sale may \
                  or may not have happened: retry with the same Idempotency-Key)",
-                &[("Retry-After", "seconds")],
+                &[("Retry-After", Type::Integer, "seconds")],
             ),
         ),
         (
@@ -109,7 +109,7 @@ fn add_edge_answers(doc: &mut OpenApi) {
             error(
                 "`busy`: the instance is shedding load or the request timed out, or the \
                  gateway is overloaded; nothing was done, retry",
-                &[("Retry-After", "seconds")],
+                &[("Retry-After", Type::Integer, "seconds")],
             ),
         ),
     ];
@@ -138,15 +138,15 @@ fn add_missing(responses: &mut Responses, answers: &[(&str, Response)]) {
 }
 
 /// A failure answer: the contract's error body, with `headers` (name,
-/// description) as strings.
-fn error(description: &str, headers: &[(&str, &str)]) -> Response {
+/// value type, description).
+fn error(description: &str, headers: &[(&str, Type, &str)]) -> Response {
     let body = Content::new(Some(Ref::from_schema_name("ErrorBody")));
     let mut response = ResponseBuilder::new()
         .description(description)
         .content("application/json", body);
-    for (name, what) in headers {
+    for (name, value, what) in headers {
         let header = Header::builder()
-            .schema(Object::with_type(Type::String))
+            .schema(Object::with_type(value.clone()))
             .description(Some(*what))
             .build();
         response = response.header(*name, header);
