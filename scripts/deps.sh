@@ -3,8 +3,9 @@
 # missing: the servers the lab starts (redis-server, PostgreSQL, nginx,
 # ZooKeeper with its Java runtime), JMeter with its HTTP sampler and a JDK
 # (javac builds jmeter/debian/OpenXStream.java, which Debian's JMeter 2.13
-# needs to load any plan), Chromium (the dashboard test), and docker-compose (used only to validate
-# docker-compose.yml; no engine needed).
+# needs to load any plan), Chromium (the dashboard test), docker-compose (used only to validate
+# docker-compose.yml; no engine needed), and Schemathesis (tests/openapi.rs; pinned, from PyPI,
+# into a virtualenv under target/ by scripts/schemathesis.sh).
 # Rust itself is expected from rustup (Debian's rustc is too old for sqlx).
 set -euo pipefail
 
@@ -23,6 +24,8 @@ fi
 have javac || need+=(default-jdk-headless)
 # Headless Chromium: the dashboard test loads GET / and screenshots it.
 have chromium || need+=(chromium)
+# Python with venv and pip, for Schemathesis' virtualenv.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 
 if ((${#need[@]})); then
   echo "installing: ${need[*]}" >&2
@@ -36,6 +39,8 @@ if ((${#need[@]})); then
       || { tail -30 /tmp/seckill-apt.log >&2; exit 1; }
   fi
 fi
+
+bash "$(dirname "$0")/schemathesis.sh" --install
 
 command -v cargo >/dev/null 2>&1 || {
   echo "cargo not found: install Rust with rustup (https://rustup.rs), 1.94 or newer" >&2

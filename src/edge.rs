@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use tower_governor::GovernorError;
 use tower_governor::key_extractor::KeyExtractor;
+use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::telemetry;
@@ -25,7 +26,7 @@ use crate::telemetry;
 /// The defaults are far above what one load generator sends, so the
 /// strategy comparison (everything from 127.0.0.1) measures locks, not
 /// limits; the `rate-limit` settings of a lab tighten them.
-#[derive(Debug, Clone, clap::Args, Serialize)]
+#[derive(Debug, Clone, clap::Args, Serialize, ToSchema)]
 pub struct EdgeArgs {
     /// Buys per second allowed per client address (token bucket refill).
     #[arg(long, env = "SECKILL_RATE_PER_SEC", default_value_t = 100_000)]
@@ -45,6 +46,7 @@ pub struct EdgeArgs {
         value_delimiter = ',',
         default_value = "127.0.0.1,::1"
     )]
+    #[schema(value_type = Vec<String>)]
     pub trusted_proxies: Vec<Network>,
     /// Requests handled at once per instance; more are turned away at
     /// once with 503 `busy` instead of queueing.

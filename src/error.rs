@@ -6,7 +6,9 @@ use std::time::Duration;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
 /// The header naming the layer that answered 429.
 pub const LIMITED_BY: &str = "x-limited-by";
@@ -199,8 +201,64 @@ impl From<Invalid> for ApiError {
     }
 }
 
+/// Every machine-readable code a failure body can carry, in one list: the
+/// OpenAPI document gives it as the enum of `error.code`, and unit tests
+/// hold [`ApiError`]'s codes and the gateway's own error pages to it. The
+/// 503s tell a client what it may assume: `busy` (nothing happened, retry),
+/// `unavailable` (a backend was down before anything was sent),
+/// `outcome_unknown` (the write may have happened: retry with the same
+/// `Idempotency-Key` to learn which); 500 `backend` is everything else.
+pub const CODES: &[&str] = &[
+    "bad_request",
+    "unauthorized",
+    "forbidden",
+    "unknown_product",
+    "not_found",
+    "method_not_allowed",
+    "sold_out",
+    "limit_reached",
+    "rate_limited",
+    "busy",
+    "unavailable",
+    "outcome_unknown",
+    "not_ready",
+    "backend",
+];
+
+/// The contract's failure body, `{"error":{"code":…,"message":…}}`: one
+/// type for the responses and the OpenAPI document alike.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    error: ErrorDetail,
+}
+
+/// The inside of [`ErrorBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// What a program acts on: one of [`CODES`].
+    #[schema(schema_with = code_schema)]
+    code: &'static str,
+    /// What a person reads; a 500 does not show its cause.
+    message: String,
+    /// With `outcome_unknown`: the order the sale would have recorded, so
+    /// the buyer (or a history check) can look for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    order_id: Option<uuid::Uuid>,
+}
+
+/// `error.code` in the document: a string from [`CODES`].
+fn code_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(CODES.iter().copied()))
+        .description(Some("machine-readable error code"))
+        .build()
+}
+
 impl ApiError {
-    /// The contract's status and machine-readable code for this error.
+    /// The contract's status and machine-readable code (one of [`CODES`])
+    /// for this error.
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
@@ -245,10 +303,17 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        let mut body = json!({"error": {"code": code, "message": message}});
-        if let Self::OutcomeUnknown { order_id, .. } = &self {
-            body["error"]["order_id"] = json!(order_id);
-        }
+        let order_id = match &self {
+            Self::OutcomeUnknown { order_id, .. } => Some(*order_id),
+            _ => None,
+        };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code,
+                message,
+                order_id,
+            },
+        };
         let mut response = (status, Json(body)).into_response();
         let retry_after = match &self {
             Self::Busy { retry_after, .. } | Self::RateLimited { retry_after } => {
@@ -271,5 +336,91 @@ impl IntoResponse for ApiError {
                 .insert(LIMITED_BY, HeaderValue::from_static("service"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One error of each kind. The `match` has no wildcard arm, so a new
+    /// variant does not compile until it is listed here too.
+    fn one_of_each() -> Vec<ApiError> {
+        let all = vec![
+            ApiError::BadRequest("x".into()),
+            ApiError::Unauthorized,
+            ApiError::Forbidden,
+            ApiError::UnknownProduct(1),
+            ApiError::NotFound,
+            ApiError::MethodNotAllowed,
+            ApiError::SoldOut,
+            ApiError::LimitReached,
+            ApiError::RateLimited {
+                retry_after: Duration::from_secs(1),
+            },
+            ApiError::Busy {
+                message: "x".into(),
+                retry_after: Duration::from_secs(1),
+            },
+            ApiError::OutcomeUnknown {
+                order_id: uuid::Uuid::nil(),
+                cause: "x".into(),
+            },
+            ApiError::NotReady("x".into()),
+            ApiError::Backend(BackendError::Corrupt("x".into())),
+            ApiError::Backend(BackendError::Unavailable("x".into())),
+            ApiError::Backend(BackendError::OutcomeUnknown("x".into())),
+        ];
+        for error in &all {
+            match error {
+                ApiError::BadRequest(_)
+                | ApiError::Unauthorized
+                | ApiError::Forbidden
+                | ApiError::UnknownProduct(_)
+                | ApiError::NotFound
+                | ApiError::MethodNotAllowed
+                | ApiError::SoldOut
+                | ApiError::LimitReached
+                | ApiError::RateLimited { .. }
+                | ApiError::Busy { .. }
+                | ApiError::OutcomeUnknown { .. }
+                | ApiError::NotReady(_)
+                | ApiError::Backend(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_error_code_is_listed() {
+        for error in one_of_each() {
+            let (_, code) = error.status_and_code();
+            assert!(CODES.contains(&code), "{code} ({error:?}) is not in CODES");
+        }
+    }
+
+    #[test]
+    fn the_gateway_error_pages_use_listed_codes() {
+        let template = include_str!("../nginx/seckill.conf.template");
+        let codes: Vec<&str> = template
+            .split(r#""code":""#)
+            .skip(1)
+            .map(|rest| rest.split('"').next().expect("a closing quote"))
+            .collect();
+        assert!(!codes.is_empty(), "no error pages found in the template");
+        for code in codes {
+            assert!(
+                CODES.contains(&code),
+                "the gateway answers {code}, not in CODES"
+            );
+        }
+    }
+
+    #[test]
+    fn codes_are_listed_once() {
+        let mut sorted = CODES.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), CODES.len());
     }
 }

@@ -24,6 +24,7 @@ use axum::http::HeaderMap;
 use redis::Script;
 use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::backends::lease::release_key;
@@ -50,7 +51,7 @@ static CLAIM: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// The answer to a sale, as sent and as kept for replays.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Sold {
     /// The order's id.
     pub order_id: Uuid,

@@ -8,12 +8,13 @@
 //! of names.
 
 use serde::{Serialize, Serializer};
+use utoipa::ToSchema;
 
 use crate::product::StoreKind;
 
 /// The situations the scenarios reproduce, each with its own topology,
 /// settings and fault (see `seckill race --scenario`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Hazard {
     /// Many buyers at once through two instances, default settings
@@ -37,7 +38,7 @@ pub enum Hazard {
 /// What a strategy is expected to do in a race. Every expectation also
 /// requires `client_ok == sold`: a 200 without an order is never
 /// acceptable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Expect {
     /// Sells more than the stock.
@@ -68,7 +69,7 @@ impl Expect {
 }
 
 /// A strategy's catalogue entry (`GET /strategies`, `seckill strategies`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Info {
     /// Catalogue id, as used in the reset body.
     pub id: &'static str,
@@ -89,6 +90,7 @@ pub struct Info {
     /// What it does under each hazard a scenario reproduces for it; a
     /// scenario races exactly the strategies that list its hazard.
     #[serde(serialize_with = "as_map")]
+    #[schema(value_type = std::collections::BTreeMap<Hazard, Expect>)]
     pub under: &'static [(Hazard, Expect)],
 }
 

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use redis::AsyncCommands;
 use redis::streams::StreamRangeReply;
 use serde::Serialize;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::backends::Backends;
@@ -21,7 +22,7 @@ use crate::product::{Product, Settings, keys};
 use crate::strategy::{Catalogue, StockLayout};
 
 /// One product's line of the comparison.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq, ToSchema)]
 pub struct Ledger {
     /// Product id.
     pub id: i64,

@@ -28,7 +28,8 @@
 //!   everywhere); [`ledger`]: counts orders honestly;
 //!   [`idempotency`], [`soldout`], [`edge`]: the buy path's guards;
 //!   [`chart`]: the comparison drawn as SVG;
-//! - [`http`]: the routes; [`serve`]: pools, migrations, writer, server.
+//! - [`http`]: the routes and their OpenAPI document; [`serve`]: pools,
+//!   migrations, writer, server.
 //!
 //! **Tools** — start things, drive load, judge:
 //! - [`lab`]: the whole topology natively, for users and tests alike;

@@ -3,11 +3,12 @@
 //! started), so `GET /config` and the comparison say what really ran.
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::Backends;
 
 /// The persistence settings that decide what a crash loses.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct Persistence {
     /// `durable` when PostgreSQL fsyncs every commit and Redis keeps an
     /// append-only file; `fast` when neither does; `mixed` otherwise;
@@ -20,7 +21,7 @@ pub struct Persistence {
 }
 
 /// PostgreSQL's settings.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct PgPersistence {
     /// `on` or `off`.
     pub fsync: String,
@@ -29,7 +30,7 @@ pub struct PgPersistence {
 }
 
 /// Redis's settings.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct RedisPersistence {
     /// `yes` or `no`.
     pub appendonly: String,

@@ -7,12 +7,28 @@ use axum::http::{HeaderMap, header};
 use subtle::ConstantTimeEq;
 
 use super::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::product::{Product, ResetRequest, parse_id};
 use crate::products;
 use crate::soldout;
 
 /// Resets the product to the body's stock, strategy and settings.
+#[utoipa::path(
+    put,
+    path = "/admin/products/{id}",
+    tag = "admin",
+    params(("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1")),
+    request_body = ResetRequest,
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "the product as reset: new epoch, no orders", body = Product),
+        (status = 400, description = "`bad_request`: a malformed id or body, a setting out of range, an unknown strategy", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no bearer token", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not the admin token", body = ErrorBody),
+        (status = 413, description = "`bad_request` from the gateway: a body over 16 KiB", body = ErrorBody),
+        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+    )
+)]
 pub async fn reset(
     State(app): State<AppState>,
     headers: HeaderMap,

@@ -10,10 +10,11 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tracing::Instrument;
+use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::AppState;
-use crate::error::{ApiError, BackendError};
+use crate::error::{ApiError, BackendError, ErrorBody};
 use crate::idempotency::{self, Claim, Claimed, Sold};
 use crate::orders::Order;
 use crate::product::{Product, parse_id, truncate};
@@ -26,13 +27,50 @@ use crate::telemetry;
 const MAX_USER_LEN: usize = 64;
 
 /// `?user=` as an alternative to the `X-User-Id` header.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct BuyQuery {
+    /// The buyer, when there is no `X-User-Id` header.
+    #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._:@-]+$")]
     user: Option<String>,
 }
 
 /// Sells one unit to the buyer, under the product's strategy. The body is
 /// ignored (JMeter posts an empty form body).
+#[utoipa::path(
+    post,
+    path = "/stock/{id}/buy",
+    tag = "sale",
+    params(
+        ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
+        ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
+         pattern = "^[A-Za-z0-9._:@-]+$",
+         description = "the buyer; `?user=` is accepted in its place, for clients that \
+                        cannot set a header (OpenAPI cannot say \"one of the two\")"),
+        BuyQuery,
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
+         pattern = "^[!-~]+$",
+         description = "a retry with the same key (same product, buyer and reset) gets \
+                        the original order back instead of buying again"),
+    ),
+    responses(
+        (status = 200, description = "sold: one order recorded", body = Sold, headers(
+            ("Idempotent-Replayed" = String, description = "`true` when this is the answer of an earlier request with the same Idempotency-Key"),
+        )),
+        (status = 400, description = "`bad_request`: a malformed id, buyer or Idempotency-Key, or no buyer", body = ErrorBody),
+        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        (status = 409, description = "`sold_out`, or `limit_reached` (the buyer holds the product's per-user limit)", body = ErrorBody),
+        (status = 429, description = "`rate_limited` by the service or the gateway (`X-Limited-By` says which)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds"),
+            ("X-Limited-By" = String, description = "`service` or `gateway`"),
+        )),
+        (status = 500, description = "`backend`: a backend failed; a sale is recorded whole or not at all", body = ErrorBody),
+        (status = 503, description = "`busy` (lock not acquired in time, retries exhausted, overloaded: nothing was sold), \
+                                      `unavailable` (a backend was down before anything was sent), or \
+                                      `outcome_unknown` (the sale may have happened: retry with the same Idempotency-Key)",
+         body = ErrorBody, headers(("Retry-After" = u64, description = "seconds"))),
+    )
+)]
 pub async fn buy(
     State(app): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -204,17 +242,25 @@ fn replayed(sold: Sold) -> Response {
 
 /// The buyer id from `X-User-Id` (preferred) or `?user=`: 1 to 64
 /// characters of `A-Z a-z 0-9 . _ : @ -`, so it is safe in logs, keys and
-/// CSV.
+/// CSV. A malformed `?user=` is refused even beside a header, rather than
+/// silently ignored.
 fn buyer(headers: &HeaderMap, from_query: Option<String>) -> Result<String, ApiError> {
-    let raw = match headers.get("x-user-id") {
-        Some(value) => value
-            .to_str()
-            .map_err(|_| ApiError::BadRequest("X-User-Id must be printable ASCII".into()))?
-            .to_owned(),
+    let from_query = from_query.map(valid_buyer).transpose()?;
+    match headers.get("x-user-id") {
+        Some(value) => valid_buyer(
+            value
+                .to_str()
+                .map_err(|_| ApiError::BadRequest("X-User-Id must be printable ASCII".into()))?
+                .to_owned(),
+        ),
         None => from_query.ok_or_else(|| {
             ApiError::BadRequest("a buyer is required: X-User-Id header or ?user=".into())
-        })?,
-    };
+        }),
+    }
+}
+
+/// `raw` if it is a well-formed buyer id.
+fn valid_buyer(raw: String) -> Result<String, ApiError> {
     let valid_char = |c: char| c.is_ascii_alphanumeric() || "._:@-".contains(c);
     if raw.is_empty() || raw.len() > MAX_USER_LEN || !raw.chars().all(valid_char) {
         return Err(ApiError::BadRequest(format!(

@@ -1,8 +1,9 @@
 //! The HTTP layer: shared state, the router, and thin handlers that parse,
-//! call the domain, and map the result.
+//! call the domain, and map the result; the OpenAPI document of it all.
 
 mod admin;
 mod buy;
+mod document;
 mod meta;
 mod report;
 
@@ -13,17 +14,20 @@ use std::time::Duration;
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{MethodRouter, get, post, put};
+use axum::routing::MethodRouter;
 use tower::ServiceBuilder;
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::GlobalKeyExtractor;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 use crate::backends::Backends;
 use crate::edge::{self, ClientIp, EdgeArgs};
 use crate::error::{ApiError, BackendError};
 use crate::soldout::SoldOutFlags;
 use crate::strategy::Catalogue;
+pub use document::openapi;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 /// State shared by every handler of one instance.
@@ -106,27 +110,9 @@ const ADMIN_BODY_LIMIT: usize = 16 * 1024;
 /// peer address).
 pub fn router(state: AppState) -> Router {
     let edge = state.inner.edge.clone();
-    let buy = if edge.layers {
-        rate_limited(post(buy::buy), &edge)
-    } else {
-        post(buy::buy)
-    };
-    let routes = Router::new()
-        .route("/stock/{id}/buy", buy)
-        .route("/stock/{id}", get(report::one))
-        .route("/report", get(report::all))
-        .route("/", get(report::dashboard))
-        .route(
-            "/admin/products/{id}",
-            put(admin::reset).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)),
-        )
-        .route("/strategies", get(meta::strategies))
-        .route("/healthz", get(meta::healthz))
-        .route("/readyz", get(meta::readyz))
-        .route("/metrics", get(meta::metrics))
+    let routes = Router::from(routes(Some(&edge)))
         .fallback(|| async { ApiError::NotFound })
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .route("/config", get(meta::config));
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
     if !edge.layers {
         return routes.with_state(state);
     }
@@ -136,6 +122,29 @@ pub fn router(state: AppState) -> Router {
         .concurrency_limit(edge.max_in_flight.max(1))
         .timeout(Duration::from_millis(edge.request_timeout_ms));
     routes.layer(overload).with_state(state)
+}
+
+/// The routes, each registered with its OpenAPI description in the same
+/// call, so the router and [`openapi`] cannot drift apart. With `edge`
+/// (and its layers on), the buy route gets its token buckets; without,
+/// the routes are only read for their descriptions.
+fn routes(edge: Option<&EdgeArgs>) -> OpenApiRouter<AppState> {
+    let buy = routes!(buy::buy).map(|buy| match edge {
+        Some(edge) if edge.layers => rate_limited(buy, edge),
+        _ => buy,
+    });
+    OpenApiRouter::with_openapi(document::base())
+        .routes(buy)
+        .routes(routes!(report::one))
+        .routes(routes!(report::all))
+        .routes(routes!(report::dashboard))
+        .routes(routes!(admin::reset).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)))
+        .routes(routes!(meta::strategies))
+        .routes(routes!(meta::healthz))
+        .routes(routes!(meta::readyz))
+        .routes(routes!(meta::metrics))
+        .routes(routes!(meta::config))
+        .routes(routes!(meta::openapi))
 }
 
 /// The per-client bucket (and the global one, when configured) around the

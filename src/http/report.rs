@@ -7,21 +7,40 @@ use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use crate::chart::{self, Bar};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::ledger::{self, Ledger};
 use crate::product::parse_id;
 use crate::products;
 
 /// The live dashboard (`GET /`): the comparison chart, refreshed every
 /// second from `/report?format=svg`.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "ledger",
+    responses((status = 200, description = "the dashboard page, no external assets", content_type = "text/html", body = String))
+)]
 pub async fn dashboard() -> Html<&'static str> {
     Html(include_str!("dashboard.html"))
 }
 
 /// One product's ledger.
+#[utoipa::path(
+    get,
+    path = "/stock/{id}",
+    tag = "ledger",
+    params(("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1")),
+    responses(
+        (status = 200, description = "the product's ledger", body = Ledger),
+        (status = 400, description = "`bad_request`: a malformed id", body = ErrorBody),
+        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+    )
+)]
 pub async fn one(
     State(app): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -35,13 +54,43 @@ pub async fn one(
     Ok(Json(ledgers.remove(0)))
 }
 
-/// `?format=json|csv|svg`.
-#[derive(Debug, Deserialize)]
+/// `GET /report`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ReportQuery {
-    format: Option<String>,
+    /// The table as JSON (default), CSV, or the chart as SVG.
+    #[param(inline)]
+    format: Option<Format>,
+}
+
+/// The shapes of the report.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// One [`Ledger`] per product.
+    Json,
+    /// A header line and one line per product.
+    Csv,
+    /// The comparison chart the dashboard shows.
+    Svg,
 }
 
 /// Every product's ledger: the comparison table.
+#[utoipa::path(
+    get,
+    path = "/report",
+    tag = "ledger",
+    params(ReportQuery),
+    responses(
+        (status = 200, description = "every product's ledger", content(
+            (Vec<Ledger> = "application/json"),
+            (String = "text/csv"),
+            (String = "image/svg+xml"),
+        )),
+        (status = 400, description = "`bad_request`: an unknown format", body = ErrorBody),
+        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+    )
+)]
 pub async fn all(
     State(app): State<AppState>,
     query: Result<Query<ReportQuery>, QueryRejection>,
@@ -49,14 +98,14 @@ pub async fn all(
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let products = products::all(app.backends()).await?;
     let ledgers = ledger::compute(app.backends(), app.catalogue(), &products).await?;
-    match query.format.as_deref() {
-        None | Some("json") => Ok(Json(ledgers).into_response()),
-        Some("csv") => Ok((
+    match query.format.unwrap_or(Format::Json) {
+        Format::Json => Ok(Json(ledgers).into_response()),
+        Format::Csv => Ok((
             [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
             ledger::to_csv(&ledgers),
         )
             .into_response()),
-        Some("svg") => {
+        Format::Svg => {
             let bars: Vec<Bar> = ledgers.iter().map(Bar::from_ledger).collect();
             Ok((
                 [(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")],
@@ -64,9 +113,5 @@ pub async fn all(
             )
                 .into_response())
         }
-        Some(other) => Err(ApiError::BadRequest(format!(
-            "format must be json, csv or svg, got {:?}",
-            crate::product::truncate(other, 20)
-        ))),
     }
 }

@@ -5,7 +5,9 @@
 pub mod keys;
 mod settings;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{Error as _, Unexpected};
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
 
 use crate::error::Invalid;
 pub use settings::{Quorum, Settings, StoreKind};
@@ -36,9 +38,10 @@ pub fn truncate(text: &str, max: usize) -> String {
 
 /// A product as every instance sees it on the buy path (cached in Redis,
 /// authoritative in PostgreSQL).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Product {
     /// The product id (1 ..= i64::MAX).
+    #[schema(minimum = 1)]
     pub id: i64,
     /// The catalogue id of the strategy that sells it.
     pub strategy: String,
@@ -52,16 +55,46 @@ pub struct Product {
 
 /// The body of `PUT /admin/products/{id}`: what a reset asks for. Also what
 /// the race driver sends, so both sides share one typed shape.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResetRequest {
     /// Units on sale after the reset.
+    #[schema(minimum = 0, maximum = 1_000_000_000)]
+    #[serde(deserialize_with = "whole_number")]
     pub stock: i64,
-    /// Strategy id from the catalogue.
+    /// Strategy id from the catalogue (the service's document lists them:
+    /// this layer does not know the catalogue).
     pub strategy: String,
     /// The strategy's knobs; omitted ones take their defaults.
     #[serde(flatten)]
     pub settings: Settings,
+}
+
+/// Reads an integer as JSON Schema (and so the OpenAPI document) counts
+/// integers: `5` and `5.0` alike, `5.5` refused. serde alone refuses
+/// `5.0` for an integer field, and with it a body the document calls
+/// valid from any client that writes numbers as floats.
+fn whole_number<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    let number = serde_json::Number::deserialize(deserializer)?;
+    let value = match (number.as_i64(), number.as_u64(), number.as_f64()) {
+        (Some(i), _, _) => i128::from(i),
+        (_, Some(u), _) => i128::from(u),
+        // Within ±2^63 every float is exactly an i128.
+        (_, _, Some(f)) if f.fract() == 0.0 && f.abs() <= 2f64.powi(63) => f as i128,
+        (_, _, f) => {
+            return Err(D::Error::invalid_value(
+                Unexpected::Float(f.unwrap_or(f64::NAN)),
+                &"a whole number",
+            ));
+        }
+    };
+    T::try_from(value).map_err(|_| {
+        D::Error::invalid_value(Unexpected::Other(&number.to_string()), &"a number in range")
+    })
 }
 
 impl ResetRequest {
@@ -75,5 +108,80 @@ impl ResetRequest {
             )));
         }
         self.settings.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use utoipa::PartialSchema;
+
+    use super::*;
+
+    /// `(name, minimum, maximum)` of every bounded property in `T`'s schema
+    /// (a flattened struct's properties sit under `allOf`).
+    fn bounds<T: PartialSchema>() -> Vec<(String, i64, Option<i64>)> {
+        let schema = serde_json::to_value(T::schema()).expect("a schema serializes");
+        let parts = match schema["allOf"].as_array() {
+            Some(parts) => parts.clone(),
+            None => vec![schema],
+        };
+        let number = |v: &Value| v.as_f64().map(|n| n as i64);
+        parts
+            .iter()
+            .filter_map(|part| part["properties"].as_object())
+            .flatten()
+            .filter_map(|(name, p)| {
+                Some((name.clone(), number(&p["minimum"])?, number(&p["maximum"])))
+            })
+            .collect()
+    }
+
+    /// Whether a reset body with `field` set to `value` is accepted.
+    fn accepted(field: &str, value: i64) -> bool {
+        let mut body = json!({"stock": 1, "strategy": "naive"});
+        body[field] = json!(value);
+        serde_json::from_value::<ResetRequest>(body).is_ok_and(|r| r.validate().is_ok())
+    }
+
+    /// The document promises exactly the ranges the validator enforces, so
+    /// a client generating bodies from it is neither refused valid ones nor
+    /// let through invalid ones.
+    #[test]
+    fn integers_may_be_written_as_floats_with_no_fraction() {
+        let body = json!({"stock": 5.0, "strategy": "naive", "work_ms": 1e3, "segments": 2.0});
+        let request: ResetRequest = serde_json::from_value(body).expect("whole floats accepted");
+        assert_eq!(request.stock, 5);
+        assert_eq!(request.settings.work_ms, 1_000);
+        assert_eq!(request.settings.segments, 2);
+        for bad in [json!(5.5), json!(-1.0), json!(1e30), json!("5")] {
+            let body = json!({"stock": 1, "strategy": "naive", "work_ms": bad});
+            assert!(
+                serde_json::from_value::<ResetRequest>(body).is_err(),
+                "{bad} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn the_schema_bounds_are_the_validated_ones() {
+        let fields: Vec<_> = bounds::<Settings>()
+            .into_iter()
+            .chain(bounds::<ResetRequest>())
+            .collect();
+        let names: Vec<&str> = fields.iter().map(|(n, ..)| n.as_str()).collect();
+        for expected in ["stock", "work_ms", "lease_ms", "segments", "per_user_limit"] {
+            assert!(
+                names.contains(&expected),
+                "{expected} has no bounds: {names:?}"
+            );
+        }
+        for (name, min, max) in fields {
+            let max = max.unwrap_or_else(|| panic!("{name} has a minimum but no maximum"));
+            assert!(accepted(&name, min), "{name} = {min} (its minimum) refused");
+            assert!(!accepted(&name, min - 1), "{name} = {} accepted", min - 1);
+            assert!(accepted(&name, max), "{name} = {max} (its maximum) refused");
+            assert!(!accepted(&name, max + 1), "{name} = {} accepted", max + 1);
+        }
     }
 }

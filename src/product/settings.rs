@@ -1,6 +1,7 @@
 //! Per-product knobs of a strategy, as sent in the reset body.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::error::Invalid;
 
@@ -17,7 +18,7 @@ pub const MAX_PER_USER: u32 = 1_000_000;
 /// Which store holds a product's stock. Here, at the bottom, because a
 /// product's settings name it; the stores themselves live in
 /// `store`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreKind {
     /// `seckill:{id}:stock` in Redis; orders go through the stream.
@@ -27,7 +28,7 @@ pub enum StoreKind {
 }
 
 /// RedLock's agreement rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Quorum {
     /// More than half of the masters.
@@ -41,32 +42,50 @@ pub enum Quorum {
 ///
 /// Defaults keep the safe strategies fast; the races that demonstrate a
 /// failure set `work_ms`/`lease_ms` explicitly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// The bounds in the `#[schema]` attributes are the ones [`Settings::validate`]
+/// enforces (literals, as the derive needs); a unit test holds the two
+/// together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Simulated business work inside the critical section (or the
     /// transaction), in ms: what makes races and lease expiry reproducible.
+    #[schema(minimum = 0, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub work_ms: u64,
     /// Lock time-to-live in ms for the lease-based locks.
+    #[schema(minimum = 1, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub lease_ms: u64,
     /// How long a buyer waits for a lock before giving up as `busy`.
+    #[schema(minimum = 0, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub acquire_timeout_ms: u64,
     /// How often an optimistic update is retried before giving up as `busy`.
+    #[schema(minimum = 0, maximum = 10_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub max_retries: u32,
     /// Where a locked strategy keeps the stock (default: the strategy's
     /// own backend), so "RedLock guarding a PostgreSQL row" is one reset
     /// away.
     pub store: Option<StoreKind>,
     /// Stock segments of `segmented`.
+    #[schema(minimum = 1, maximum = 64)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub segments: u32,
     /// How many RedLock masters must agree: a majority, or all of them
     /// (the articles' MultiLock).
     pub quorum: Quorum,
     /// `setnx-naive` only: a pause between its SETNX and its EXPIRE, which
     /// widens the window where a crash leaves a lock that never expires.
+    #[schema(minimum = 0, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub crash_gap_ms: u64,
     /// Units one buyer may hold of the product; 0 = unlimited. Enforced in
     /// the same atomic step as the decrement (see the `limit` module).
+    #[schema(minimum = 0, maximum = 1_000_000)]
+    #[serde(deserialize_with = "super::whole_number")]
     pub per_user_limit: u32,
 }
 

@@ -150,6 +150,14 @@ fn cases() -> Vec<Case> {
         case(Method::POST, "/report", &[405]),
         case(Method::GET, &format!("/admin/products/{P}"), &[405]),
         case(Method::GET, "/report?format=xml", &[400]),
+        // nginx answers TRACE itself, in the contract's shape too.
+        case(Method::TRACE, &format!("/stock/{P}/buy"), &[405]),
+        case(Method::TRACE, "/report", &[405]),
+        // A malformed `?user=` is refused even beside a good header.
+        Case {
+            header: Some(("x-user-id", "u".to_owned())),
+            ..case(Method::POST, &format!("/stock/{P}/buy?user=%2A"), &[400])
+        },
         case(Method::GET, "/nope", &[404]),
         case(Method::POST, &format!("/stock/{P}/buy/more?user=u"), &[404]),
     ]

@@ -58,6 +58,16 @@ async fn malformed_requests_get_the_contracts_errors_and_sell_nothing() {
     assert_eq!(no_buyer.code(), "bad_request");
     let bad_buyer = buy(&app, 20_100, "a b").await;
     assert_eq!(bad_buyer.code(), "bad_request");
+    // A malformed `?user=` is refused beside a good header, not ignored.
+    let bad_query_buyer = call(
+        &app,
+        Method::POST,
+        "/stock/20100/buy?user=%2A",
+        &[("x-user-id", "u")],
+        None,
+    )
+    .await;
+    assert_eq!(bad_query_buyer.code(), "bad_request");
     let bad_key = call(
         &app,
         Method::POST,
@@ -107,6 +117,7 @@ async fn resets_want_the_token_and_valid_settings() {
         json!({"stock": 1, "strategy": "redis-lua", "lease_ms": 0}),
         json!({"stock": 1, "strategy": "redis-lua", "segments": 65}),
         json!({"stock": 1, "strategy": "redis-lua", "no_such_knob": 1}),
+        json!({"stock": 1.5, "strategy": "redis-lua"}),
     ] {
         let answer = call(&app, Method::PUT, path, &auth, Some(bad.clone())).await;
         assert_eq!(
@@ -115,6 +126,12 @@ async fn resets_want_the_token_and_valid_settings() {
             "{bad}"
         );
     }
+    // JSON Schema's integers include 2.0: the document says "integer", so
+    // a client writing whole numbers as floats is not refused.
+    let floats = json!({"stock": 2.0, "strategy": "redis-lua", "work_ms": 0.0});
+    let answer = call(&app, Method::PUT, path, &auth, Some(floats)).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert_eq!(answer.body["initial"], 2);
 }
 
 #[tokio::test]
@@ -138,4 +155,14 @@ async fn a_buyer_gets_the_limit_and_a_retry_gets_its_order_back() {
     assert_eq!(again.headers["idempotent-replayed"], "true");
     let ledger = call(&app, Method::GET, "/stock/20301", &[], None).await;
     assert_eq!(ledger.body["sold"], json!(1));
+}
+
+#[tokio::test]
+async fn the_openapi_document_is_served_as_built() {
+    let app = app().await;
+    let answer = call(&app, Method::GET, "/openapi.json", &[], None).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.headers["content-type"], "application/json");
+    let built = serde_json::to_value(seckill::http::openapi()).expect("the document serializes");
+    assert_eq!(answer.body, built);
 }

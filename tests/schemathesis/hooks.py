@@ -1,0 +1,46 @@
+"""Schemathesis hooks for seckill (loaded by scripts/schemathesis.sh).
+
+They shape generated requests where the document cannot say enough, and
+never turn a valid request into an invalid one or the reverse
+(Schemathesis re-checks which a case is after `before_call`).
+"""
+
+import schemathesis
+
+SLOW_KNOBS = ("work_ms", "acquire_timeout_ms", "crash_gap_ms")
+SLOW_MS = 20
+MAX_MS = 60_000  # src/product/settings.rs: MAX_MS
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    lower_slow_knobs(case)
+    no_buyer_means_no_buyer(case)
+
+
+def lower_slow_knobs(case):
+    """A reset body may ask for up to a minute of simulated work, lock wait
+    or crash gap per buy (the failure scenarios need that much); a fuzzer
+    that picks the maximum spends its run waiting, and its next buys queue
+    behind the lock. Values in range and above SLOW_MS are lowered to it,
+    so the body stays valid."""
+    body = case.body
+    if not isinstance(body, dict):
+        return
+    for knob in SLOW_KNOBS:
+        value = body.get(knob)
+        if type(value) in (int, float) and SLOW_MS < value <= MAX_MS:
+            body[knob] = SLOW_MS
+
+
+def no_buyer_means_no_buyer(case):
+    """The buyer is `X-User-Id` or `?user=`. OpenAPI cannot say "one of
+    the two", so the document requires the header and describes `?user=`
+    as its stand-in. A buy generated without the header is meant to have
+    no buyer: without this, its `?user=` would buy, and the checks would
+    call that accepting an invalid request."""
+    if case.operation.path != "/stock/{id}/buy":
+        return
+    headers = {name.lower() for name in (case.headers or {})}
+    if "x-user-id" not in headers and case.query:
+        case.query.pop("user", None)
