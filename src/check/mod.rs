@@ -8,6 +8,9 @@
 //!   buyer (`ok_without_order`, `wrong_buyer`, `duplicate_ok`);
 //! - every order is an `ok` or an `info` (`order_without_ok`: an order
 //!   nobody was told about, or one whose buyer was told "nothing sold");
+//! - no buyer has more orders than requests that sold or may have
+//!   (`replayed`: a request sold twice, as a gateway replaying a POST on
+//!   another instance would);
 //!
 //! and a race of a safe strategy also to:
 //! - sold ≤ initial (`oversold`);
@@ -35,6 +38,7 @@ pub const UNIVERSAL: &[&str] = &[
     "wrong_buyer",
     "duplicate_ok",
     "order_without_ok",
+    "replayed",
 ];
 
 /// Whether a row's violations break only the rules a strategy may break
@@ -136,6 +140,12 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
         ok_ids.values().map(|n| n.saturating_sub(1)).sum(),
     );
 
+    let mut requests: HashMap<&str, u64> = HashMap::new();
+    for event in &race.events {
+        if event.completion != Completion::Fail {
+            *requests.entry(event.buyer.as_str()).or_default() += 1;
+        }
+    }
     let mut unknown_sold = 0;
     let mut per_buyer: HashMap<&str, u64> = HashMap::new();
     for order in orders {
@@ -152,6 +162,16 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
             count("order_without_ok", 1);
         }
     }
+
+    count(
+        "replayed",
+        per_buyer
+            .iter()
+            // A buyer told only "nothing sold" counts under
+            // `order_without_ok` for its first order, not here too.
+            .map(|(buyer, n)| n.saturating_sub(requests.get(buyer).copied().unwrap_or(0).max(1)))
+            .sum(),
+    );
 
     let info = &race.race;
     if info.safe {
@@ -307,6 +327,15 @@ mod tests {
         assert_eq!(v("oversold"), 2, "{verdict:?}");
         assert_eq!(v("duplicate_unit"), 1, "{verdict:?}");
         assert_eq!(v("over_limit"), 1, "{verdict:?}");
+    }
+
+    #[test]
+    fn a_request_that_sold_twice_is_a_replay() {
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let history = race(true, 5, 0, vec![event("x", Completion::Info, None, None)]);
+        let verdict = judge(&history, &[order(a, "x"), order(b, "x")]);
+        assert_eq!(verdict.violations.get("replayed"), Some(&1), "{verdict:?}");
+        assert_eq!(verdict.unknown_sold, 2);
     }
 
     #[test]

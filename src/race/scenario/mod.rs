@@ -9,8 +9,10 @@
 mod contention;
 mod frozen_holder;
 mod holder_crash;
+mod instance_kill;
 mod lease_expiry;
 mod local_lock;
+mod pg_restart;
 mod rate_limit;
 mod redis_crash;
 mod redlock_minority;
@@ -41,6 +43,8 @@ pub const NAMES: &[&str] = &[
     "segment-scaling",
     "rate-limit",
     "redis-crash",
+    "pg-restart",
+    "instance-kill",
 ];
 
 /// One row of a scenario: the race's row plus what was expected of it.
@@ -260,6 +264,8 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
             "segment-scaling" => segment_scaling::run(&mut ctx).await,
             "rate-limit" => rate_limit::run(&mut ctx).await,
             "redis-crash" => redis_crash::run(&mut ctx).await,
+            "pg-restart" => pg_restart::run(&mut ctx).await,
+            "instance-kill" => instance_kill::run(&mut ctx).await,
             other => anyhow::bail!(
                 "unknown scenario {other:?}; known: all, {}",
                 NAMES.join(", ")
