@@ -31,6 +31,7 @@ pub const INFO: Info = Info {
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::Oversells),
+        (Hazard::FrozenHolder, Expect::Oversells),
         (Hazard::HolderCrash, Expect::SellsAll),
     ],
 };

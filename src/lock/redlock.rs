@@ -41,6 +41,7 @@ pub const INFO: Info = Info {
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::Oversells),
+        (Hazard::FrozenHolder, Expect::Oversells),
         (Hazard::HolderCrash, Expect::SellsAll),
         (Hazard::MinorityDown, Expect::SellsAll),
     ],

@@ -36,6 +36,7 @@ pub const INFO: Info = Info {
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::SellsAll),
+        (Hazard::FrozenHolder, Expect::Oversells),
         (Hazard::HolderCrash, Expect::SellsAll),
     ],
 };

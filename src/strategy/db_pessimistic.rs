@@ -26,6 +26,7 @@ const INFO: Info = Info {
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::SellsAll),
+        (Hazard::FrozenHolder, Expect::NoOversell),
         (Hazard::HolderCrash, Expect::SellsAll),
     ],
 };

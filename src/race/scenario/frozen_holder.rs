@@ -1,14 +1,19 @@
 //! `frozen-holder`: the instance holding the lock is frozen (SIGSTOP) for
-//! longer than the lease, another instance sells meanwhile, then the frozen
-//! one is resumed (SIGCONT) and finishes its critical section.
+//! longer than the lease and than ZooKeeper's session timeout — a GC pause,
+//! as Kleppmann tells it — another instance tries to buy meanwhile, then
+//! the frozen one is resumed (SIGCONT) and finishes its critical section.
 //!
-//! `redisson` oversells: its watchdog froze with its process, the lease ran
-//! out, and the resumed holder writes from its stale read. `fenced` does
-//! not: the second holder's newer token reached the store first, so the
-//! resumed holder's write is refused and its buyer gets `busy`. Raced:
-//! every strategy whose catalogue entry declares the hazard (the script
-//! needs the second buyer's lock to come free while the holder sleeps,
-//! which rules out the database's own locks).
+//! Every lease- or session-based lock oversells: `redis-lock`, `redlock`
+//! and `db-lock-table` because the lease ran out under the sleeper,
+//! `redisson` because its watchdog froze with its process, `zookeeper`
+//! because the server ended the silent session and deleted its node. Each
+//! resumed holder writes from its stale read. `fenced` does not: the
+//! second holder's newer token reached the store first, so the resumed
+//! holder's write is refused and its buyer gets `busy`. `db-pessimistic`,
+//! for contrast, holds a row lock that PostgreSQL keeps for a frozen
+//! client: the second buyer waits until the holder commits, then finds
+//! the product sold out. Raced: every strategy whose catalogue entry
+//! declares the hazard.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +24,11 @@ use crate::info::Hazard;
 use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
+
+/// How long the second buyer may take while the holder is frozen: more
+/// than the instances' ZooKeeper session (2 s), after which its node is
+/// gone.
+const SECOND_BUYER_WAITS: Duration = Duration::from_millis(3000);
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     // The lab's stop resumes a frozen instance before stopping it, so an
@@ -45,9 +55,18 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             fault(lab, &frozen, Signal::SIGSTOP)?;
             // Well past the lease: the lock is gone while the holder sleeps.
             tokio::time::sleep(Duration::from_millis(900)).await;
-            let second = buy_in_background(&b, product, "second-buyer").await?;
+            let mut second = buy_in_background(&b, product, "second-buyer");
+            // Past the ZooKeeper session too; a buyer queued on a row lock
+            // is still waiting when the holder wakes.
+            let early = tokio::time::timeout(SECOND_BUYER_WAITS, &mut second)
+                .await
+                .ok();
             fault(lab, &frozen, Signal::SIGCONT)?;
             let first = holder.await?;
+            let second = match early {
+                Some(done) => done?,
+                None => second.await?,
+            };
             let row = ctx
                 .scripted_row(&a, product, &[first, second], started)
                 .await?;
