@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::backends::Backends;
 use crate::backends::redlock::Master;
+use crate::backends::zookeeper::ZkSession;
 use crate::edge::EdgeArgs;
 use crate::http::{AppState, router};
 use crate::orders::writer;
@@ -153,13 +154,9 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
         .map(|url| Master::new(url))
         .collect::<Result<Vec<_>, _>>()?;
     let zookeeper = match &args.zookeeper {
-        Some(hosts) => Some(
-            zookeeper_client::Client::connector()
-                .with_session_timeout(Duration::from_millis(args.zookeeper_session_ms))
-                .connect(hosts)
-                .await
-                .with_context(|| format!("connecting to zookeeper at {hosts}"))?,
-        ),
+        Some(hosts) => {
+            Some(ZkSession::connect(hosts, Duration::from_millis(args.zookeeper_session_ms)).await?)
+        }
         None => None,
     };
     let mut attempt = 0;

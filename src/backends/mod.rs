@@ -5,6 +5,7 @@
 pub mod lease;
 pub mod persistence;
 pub mod redlock;
+pub mod zookeeper;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +24,8 @@ pub struct Backends {
     pub pg: sqlx::PgPool,
     /// The independent RedLock masters.
     pub redlock: Arc<Vec<Master>>,
-    /// ZooKeeper session, when configured.
-    pub zookeeper: Option<zookeeper_client::Client>,
+    /// ZooKeeper session, when configured (renewed after it expires).
+    pub zookeeper: Option<zookeeper::ZkSession>,
 }
 
 /// What a strategy keeps per product outside the product's own row and
@@ -101,7 +102,9 @@ impl Footprint {
                 }
             }
         }
-        if let Some(zk) = &backends.zookeeper {
+        if let Some(session) = &backends.zookeeper
+            && let Ok(zk) = session.client().await
+        {
             for dir in &self.lock_nodes {
                 if let Ok(children) = zk.list_children(dir).await {
                     for child in children {

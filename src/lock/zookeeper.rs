@@ -58,21 +58,32 @@ impl Lock for ZooKeeperLock {
         ctx: &BuyCtx<'_>,
         deadline: Instant,
     ) -> Result<Option<Self::Guard>, BackendError> {
-        let client = ctx
+        let session = ctx
             .backends
             .zookeeper
             .as_ref()
             .ok_or_else(|| BackendError::Unavailable("zookeeper is not configured".into()))?;
         let dir = lock_dir(ctx.product.id);
-        let prefix = zk::LockPrefix::new_curator(&dir, "lock-").map_err(zk_error)?;
-        let options = zk::LockOptions::new(zk::Acls::anyone_all())
-            .with_ancestor_options(zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
-            .map_err(zk_error)?;
-        match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", options)).await {
-            Ok(locked) => Ok(Some(locked.map_err(zk_error)?.into_owned())),
-            // Dropping the wait deletes our node: we leave the queue.
-            Err(_elapsed) => Ok(None),
+        // A session can end between the check and the call (a pause the
+        // client has not noticed yet): then once more, on a new session.
+        for attempt in 0..2 {
+            let client = session.client().await?;
+            let prefix = zk::LockPrefix::new_curator(&dir, "lock-").map_err(zk_error)?;
+            let options = zk::LockOptions::new(zk::Acls::anyone_all())
+                .with_ancestor_options(zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
+                .map_err(zk_error)?;
+            match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", options)).await
+            {
+                Ok(Ok(locked)) => return Ok(Some(locked.into_owned())),
+                Ok(Err(zk::Error::SessionExpired)) if attempt == 0 => {}
+                Ok(Err(error)) => return Err(zk_error(error)),
+                // Dropping the wait deletes our node: we leave the queue.
+                Err(_elapsed) => return Ok(None),
+            }
         }
+        Err(BackendError::ZooKeeper(
+            "session expired twice in a row".into(),
+        ))
     }
 
     async fn release(&self, _ctx: &BuyCtx<'_>, guard: Self::Guard) -> Result<(), BackendError> {

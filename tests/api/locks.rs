@@ -55,3 +55,26 @@ async fn redisson_is_reentrant_for_its_owner_only() {
         Some(true)
     );
 }
+
+/// A pause longer than the ZooKeeper session ends it; the instance opens
+/// a new one and the `zookeeper` strategy sells again, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_sells_again_after_its_session_expired() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use seckill::race::client::BuyResult;
+
+    // Its own lab: the instance is frozen, which the shared one's other
+    // tests would feel.
+    let lab = crate::harness::TestLab::start(1);
+    let instance = lab.instance(0);
+    let body = serde_json::json!({"stock": 5, "strategy": "zookeeper"});
+    instance.reset(502, &body).await.expect("reset");
+    assert_eq!(instance.buy(502, "before").await, BuyResult::Ok);
+    let pid = Pid::from_raw(lab.info.instances[0].pid.expect("pid") as i32);
+    kill(pid, Signal::SIGSTOP).expect("freeze");
+    // The lab's instances ask for 2 s sessions.
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    kill(pid, Signal::SIGCONT).expect("resume");
+    assert_eq!(instance.buy(502, "after").await, BuyResult::Ok);
+}

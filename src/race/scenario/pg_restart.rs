@@ -42,7 +42,8 @@ const DOWN_FOR: Duration = Duration::from_millis(500);
 const AFTER: usize = 40;
 
 /// The two ways the server goes away.
-const VARIANTS: [(&str, Signal); 2] = [("immediate", Signal::SIGQUIT), ("sigkill", Signal::SIGKILL)];
+const VARIANTS: [(&str, Signal); 2] =
+    [("immediate", Signal::SIGQUIT), ("sigkill", Signal::SIGKILL)];
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     let strategies: Vec<&'static str> = ctx
