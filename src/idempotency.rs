@@ -12,10 +12,16 @@
 //! Only sales are replayed: replaying a `busy` would turn a transient
 //! refusal into a permanent one.
 //!
-//! At most once, even across crashes: the pending claim lives as long as
-//! the answer would. An instance that dies between claim and answer leaves
-//! the key pending until it expires, and retries with it are answered
-//! `busy`; the key never buys a second time.
+//! At most once, even across crashes: the pending claim names the order
+//! it is selling (`pending:<order id>:<ms>`) and lives as long as the
+//! answer would. When a sale's outcome is unknown (the instance died, or a
+//! backend stopped answering after the sale was sent), the claim stays
+//! pending; a retry with the key then looks for that order. Found (in
+//! PostgreSQL or still in the order stream): the original answer, 200.
+//! Not found once the claim is [`SETTLE`] old: the first attempt did not
+//! sell, and the retry takes the claim over and buys. Before that, or
+//! when the ledger cannot be read: `busy`, retry later — never a second
+//! sale for one key.
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -27,8 +33,13 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use redis::streams::StreamRangeReply;
+use sqlx::PgPool;
+
 use crate::backends::lease::release_key;
 use crate::error::{BackendError, Invalid};
+use crate::orders::writer::parse_entry;
+use crate::product::keys::ORDERS;
 use crate::product::{Product, keys, truncate};
 
 /// The request header.
@@ -39,6 +50,24 @@ pub const REPLAYED: &str = "idempotent-replayed";
 const MAX_KEY_LEN: usize = 128;
 /// How often a request waiting for a pending key looks again.
 const POLL: Duration = Duration::from_millis(10);
+/// How old a pending claim must be before a retry that does not find its
+/// order may conclude it never sold: longer than any sale takes, and than
+/// the order writer needs to move an order from the stream into
+/// PostgreSQL.
+pub const SETTLE: Duration = Duration::from_secs(10);
+/// Longest order stream a retry searches; a longer backlog means the
+/// writer is behind, and the retry is told to come back.
+const STREAM_SEARCH_LIMIT: usize = 10_000;
+
+/// KEYS: the idempotency key. ARGV: the pending value seen, the new one,
+/// ttl in ms. Replaces a stale claim only if nobody else did first.
+static TAKE_OVER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+           redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end \
+         return 0",
+    )
+});
 
 /// KEYS: the idempotency key. ARGV: pending value, ttl in ms.
 /// Claims the key and returns '' or, when it is taken, its value; in one
@@ -103,17 +132,21 @@ pub enum Claimed {
     InProgress,
 }
 
-/// Claims `key` for this request, or waits (up to what the product's
-/// settings allow a buy to take) for the request that holds it.
+/// Claims `key` for this request, which will record `order_id` if it
+/// sells, or waits (up to what the product's settings allow a buy to
+/// take) for the request that holds it, then looks for that request's
+/// order.
 pub async fn claim(
     conn: &mut MultiplexedConnection,
+    pg: &PgPool,
     product: &Product,
     buyer: &str,
     key: &str,
+    order_id: Uuid,
     ttl: Duration,
 ) -> Result<Claimed, BackendError> {
     let redis_key = keys::idempotency(product.id, product.epoch, buyer, key);
-    let pending = format!("pending:{}", Uuid::new_v4());
+    let pending = pending_value(order_id);
     let settings = &product.settings;
     let patience = Duration::from_millis(settings.acquire_timeout_ms + settings.work_ms + 1_000);
     let deadline = Instant::now() + patience;
@@ -138,10 +171,112 @@ pub async fn claim(
             return Ok(Claimed::Replay(sold));
         }
         if Instant::now() >= deadline {
-            return Ok(Claimed::InProgress);
+            return settle(conn, pg, &redis_key, &found, &pending, ttl).await;
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// `pending:<order id>:<ms since the epoch>`.
+fn pending_value(order_id: Uuid) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("pending:{order_id}:{}", now.as_millis())
+}
+
+/// A claim that stayed pending past the wait: its sale's outcome is
+/// unknown to everyone but the ledger. The order found: the sale's answer
+/// (without the stock left, which only the sale knew). Not found and the
+/// claim settled: taken over by this request.
+async fn settle(
+    conn: &mut MultiplexedConnection,
+    pg: &PgPool,
+    redis_key: &str,
+    found: &str,
+    pending: &str,
+    ttl: Duration,
+) -> Result<Claimed, BackendError> {
+    let mut parts = found.trim_start_matches("pending:").split(':');
+    let (Some(Ok(order_id)), Some(Ok(since_ms))) = (
+        parts.next().map(str::parse::<Uuid>),
+        parts.next().map(str::parse::<u128>),
+    ) else {
+        return Ok(Claimed::InProgress);
+    };
+    if let Some(sold) = find_order(conn, pg, order_id).await? {
+        return Ok(Claimed::Replay(sold));
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    if now_ms.saturating_sub(since_ms) < SETTLE.as_millis() {
+        return Ok(Claimed::InProgress);
+    }
+    let taken: i64 = TAKE_OVER
+        .key(redis_key)
+        .arg(found)
+        .arg(pending)
+        .arg(ttl.as_millis() as u64)
+        .invoke_async(conn)
+        .await?;
+    if taken == 1 {
+        tracing::info!(%order_id, "an unknown outcome did not sell; the retry buys");
+        return Ok(Claimed::Owner(Claim {
+            key: redis_key.to_owned(),
+            pending: pending.to_owned(),
+            ttl,
+        }));
+    }
+    Ok(Claimed::InProgress)
+}
+
+/// The order `order_id` as a sale's answer, from PostgreSQL or, not yet
+/// moved there, the order stream.
+async fn find_order(
+    conn: &mut MultiplexedConnection,
+    pg: &PgPool,
+    order_id: Uuid,
+) -> Result<Option<Sold>, BackendError> {
+    let stored: Option<(i64, String, String)> =
+        sqlx::query_as("SELECT product_id, strategy, served_by FROM orders WHERE order_id = $1")
+            .bind(order_id)
+            .fetch_optional(pg)
+            .await?;
+    if let Some((product_id, strategy, served_by)) = stored {
+        return Ok(Some(Sold {
+            order_id,
+            product_id,
+            strategy,
+            served_by,
+            stock_left: None,
+        }));
+    }
+    let length: usize = redis::cmd("XLEN").arg(ORDERS).query_async(conn).await?;
+    if length > STREAM_SEARCH_LIMIT {
+        return Err(BackendError::Unavailable(format!(
+            "{length} orders wait in the stream; cannot tell yet"
+        )));
+    }
+    let reply: StreamRangeReply = redis::cmd("XRANGE")
+        .arg(ORDERS)
+        .arg("-")
+        .arg("+")
+        .query_async(conn)
+        .await?;
+    Ok(reply
+        .ids
+        .iter()
+        .filter_map(parse_entry)
+        .find(|order| order.order_id == order_id)
+        .map(|order| Sold {
+            order_id,
+            product_id: order.product_id,
+            strategy: order.strategy,
+            served_by: order.served_by,
+            stock_left: None,
+        }))
 }
 
 impl Claim {

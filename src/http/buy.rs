@@ -106,22 +106,6 @@ pub async fn buy(
             ))
         })?
         .clone();
-    let claim = match key {
-        None => None,
-        Some(key) => {
-            let ttl = Duration::from_secs(app.inner.edge.idempotency_ttl_secs);
-            match idempotency::claim(&mut redis, &product, &user, &key, ttl).await? {
-                Claimed::Owner(claim) => Some(claim),
-                Claimed::Replay(sold) => return Ok(replayed(sold)),
-                Claimed::InProgress => {
-                    return Err(ApiError::Busy {
-                        message: "a request with this Idempotency-Key is still in progress".into(),
-                        retry_after: Duration::from_secs(1),
-                    });
-                }
-            }
-        }
-    };
     let order = Order {
         order_id: Uuid::now_v7(),
         product_id: id,
@@ -129,6 +113,34 @@ pub async fn buy(
         user_id: user,
         strategy: product.strategy.clone(),
         served_by: app.inner.instance.clone(),
+    };
+    let claim = match key {
+        None => None,
+        Some(key) => {
+            let ttl = Duration::from_secs(app.inner.edge.idempotency_ttl_secs);
+            let claimed = idempotency::claim(
+                &mut redis,
+                &app.backends().pg,
+                &product,
+                &order.user_id,
+                &key,
+                order.order_id,
+                ttl,
+            )
+            .await?;
+            match claimed {
+                Claimed::Owner(claim) => Some(claim),
+                Claimed::Replay(sold) => return Ok(replayed(sold)),
+                Claimed::InProgress => {
+                    return Err(ApiError::Busy {
+                        message: "a request with this Idempotency-Key is still in progress, \
+                                  or its outcome is not settled yet"
+                            .into(),
+                        retry_after: Duration::from_secs(1),
+                    });
+                }
+            }
+        }
     };
     // The sale runs in its own task: a client that hangs up (or the
     // request timeout) must not cut a sale off between the stock write

@@ -65,6 +65,11 @@ pub struct RaceArgs {
     /// Optimistic retries (default: the product default).
     #[arg(long, env = "SECKILL_RACE_MAX_RETRIES")]
     pub max_retries: Option<u32>,
+    /// Race each strategy this many times (every safe one, unless
+    /// --strategies names others) and print one summary line per
+    /// strategy: a safe strategy must hold in every race, not in one.
+    #[arg(long, env = "SECKILL_RACE_REPEAT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
     /// First product id used; strategy i races on product first + i.
     #[arg(long, env = "SECKILL_RACE_PRODUCT", default_value_t = 9001)]
     pub first_product: i64,
@@ -148,10 +153,10 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             safe: safe.clone(),
         },
     };
-    let strategies: Vec<String> = if args.strategies.is_empty() {
-        catalogue.iter().map(|c| c.id.clone()).collect()
-    } else {
-        args.strategies.clone()
+    let strategies: Vec<String> = match (args.strategies.is_empty(), args.repeat) {
+        (false, _) => args.strategies.clone(),
+        (true, 1) => catalogue.iter().map(|c| c.id.clone()).collect(),
+        (true, _) => safe.clone(),
     };
     let defaults = Settings::default();
     let settings = Settings {
@@ -164,7 +169,8 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
         ..defaults
     };
     let mut rows = Vec::new();
-    for (index, strategy) in strategies.iter().enumerate() {
+    let races = (0..args.repeat as usize).flat_map(|_| strategies.iter());
+    for (index, strategy) in races.enumerate() {
         let spec = RaceSpec {
             product_id: args.first_product + index as i64,
             strategy: strategy.clone(),
@@ -177,7 +183,11 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
         rows.push(race(&target, &spec, &audit).await?);
     }
     println!("{}", persistence_line(&target).await);
-    print!("{}", table::render(&rows, &safe));
+    if args.repeat > 1 {
+        print!("{}", table::render_repeats(&rows, &safe));
+    } else {
+        print!("{}", table::render(&rows, &safe));
+    }
     Ok((rows, safe))
 }
 

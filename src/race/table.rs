@@ -100,6 +100,67 @@ pub fn render(rows: &[Row], safe: &[String]) -> String {
     out
 }
 
+/// `--repeat N`: one line per strategy over its N races — how many held
+/// (no oversell for a safe strategy, a clean history check), the worst
+/// oversell, the unknown outcomes, and the spread of throughput.
+pub fn render_repeats(rows: &[Row], safe: &[String]) -> String {
+    let columns = [
+        ("strategy", 16, true),
+        ("races", 5, false),
+        ("held", 5, false),
+        ("max_oversold", 12, false),
+        ("unknown", 7, false),
+        ("min_rps", 9, false),
+        ("median_rps", 10, false),
+        ("max_rps", 9, false),
+    ];
+    let mut order: Vec<&str> = Vec::new();
+    for row in rows {
+        if !order.contains(&row.strategy.as_str()) {
+            order.push(&row.strategy);
+        }
+    }
+    let lines: Vec<(Vec<String>, String)> = order
+        .iter()
+        .map(|strategy| {
+            let mine: Vec<&Row> = rows.iter().filter(|r| r.strategy == *strategy).collect();
+            let is_safe = safe.iter().any(|s| s == strategy);
+            let held = mine.iter().filter(|r| held(r, is_safe)).count();
+            let mut rps: Vec<f64> = mine.iter().map(|r| r.rps).collect();
+            rps.sort_by(f64::total_cmp);
+            let mark = if is_safe { "*" } else { "" };
+            let cells = vec![
+                format!("{strategy}{mark}"),
+                mine.len().to_string(),
+                held.to_string(),
+                mine.iter()
+                    .map(|r| r.oversold)
+                    .max()
+                    .unwrap_or(0)
+                    .to_string(),
+                mine.iter().map(|r| r.unknown).sum::<i64>().to_string(),
+                format!("{:.0}", rps.first().copied().unwrap_or(0.0)),
+                format!("{:.0}", rps.get(rps.len() / 2).copied().unwrap_or(0.0)),
+                format!("{:.0}", rps.last().copied().unwrap_or(0.0)),
+            ];
+            (cells, String::new())
+        })
+        .collect();
+    let mut out = layout(&columns, "", &lines);
+    out.push_str("* = expected safe; held = no oversell (safe ones) and history ok\n");
+    out
+}
+
+/// Whether one race held: its history checked clean (or unchecked but
+/// honest), and, for a safe strategy, nothing oversold.
+fn held(row: &Row, safe: bool) -> bool {
+    let history = match row.history_ok {
+        Some(_) => crate::check::truthful(&row.violations) && (!safe || row.violations.is_empty()),
+        None => row.client_ok == row.sold,
+    };
+    history && (!safe || row.oversold == 0)
+}
+
 /// A scenario run: the race columns plus the variant, expected and met.
 pub fn render_scenarios(rows: &[ScenarioRow]) -> String {
     let mut columns = vec![

@@ -122,3 +122,66 @@ async fn keys_expire_after_the_configured_time() {
     assert_ne!(later["order_id"], first["order_id"]);
     assert_eq!(lab.gateway().ledger(1230).await.expect("ledger").sold, 2);
 }
+
+/// A claim left pending by a sale whose outcome was unknown: a retry with
+/// its key finds the order (200, the same order id), or, once the claim
+/// has settled without an order, buys; while it is fresh, `busy`. The
+/// unknown state is written into Redis as a dead instance would leave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_an_unknown_outcome_learns_which() {
+    use seckill::idempotency::SETTLE;
+    use seckill::product::keys;
+
+    let lab = shared();
+    let base = lab.info.gateway_url.as_str();
+    let id = 1230;
+    // A short wait for a pending key, so the test does not wait 6 s.
+    let body = json!({"stock": 5, "strategy": "redis-lua", "acquire_timeout_ms": 50});
+    let product = lab.gateway().reset(id, &body).await.expect("reset");
+    let epoch = product["epoch"].as_i64().expect("epoch");
+    let client = redis::Client::open(lab.info.redis_url.as_str()).expect("redis");
+    let mut redis = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("conn");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let settled = now_ms - SETTLE.as_millis() - 1_000;
+    let mut leave = async |user: &str, key: &str, order: &str, since: u128| {
+        let _: () = redis::cmd("SET")
+            .arg(keys::idempotency(id, epoch, user, key))
+            .arg(format!("pending:{order}:{since}"))
+            .arg("PX")
+            .arg(60_000)
+            .query_async(&mut redis)
+            .await
+            .expect("set");
+    };
+
+    // It did sell: the order exists, its answer was never recorded.
+    let (status, sold, _) = buy(base, id, "carol", "k-sold").await;
+    assert_eq!(status, StatusCode::OK, "{sold}");
+    let order = sold["order_id"].as_str().expect("order id").to_owned();
+    leave("carol", "k-sold", &order, settled).await;
+    let (status, again, replayed) = buy(base, id, "carol", "k-sold").await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert!(replayed);
+    assert_eq!(again["order_id"], sold["order_id"]);
+
+    // It did not sell, and the claim has settled: the retry buys.
+    let never = uuid::Uuid::now_v7().to_string();
+    leave("dave", "k-lost", &never, settled).await;
+    let (status, bought, replayed) = buy(base, id, "dave", "k-lost").await;
+    assert_eq!(status, StatusCode::OK, "{bought}");
+    assert!(!replayed);
+    assert_ne!(bought["order_id"].as_str(), Some(never.as_str()));
+
+    // Not settled yet: come back later, nothing sold.
+    leave("erin", "k-fresh", &never, now_ms).await;
+    let (status, busy, _) = buy(base, id, "erin", "k-fresh").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{busy}");
+    assert_eq!(busy["error"]["code"], "busy");
+    assert_eq!(lab.gateway().ledger(id).await.expect("ledger").sold, 2);
+}
