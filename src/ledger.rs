@@ -44,6 +44,11 @@ pub struct Ledger {
     pub missing_orders: i64,
     /// Of `sold`, orders still in the stream, not yet in PostgreSQL.
     pub pending: i64,
+    /// Buys an instance answered `outcome_unknown` (best effort: counted
+    /// in Redis, so not while Redis itself is what failed). Some of them
+    /// may be among `sold`; a history check tells which.
+    #[serde(default)]
+    pub unknown: i64,
     /// Reset generation.
     pub epoch: i64,
     /// The product's knobs.
@@ -81,6 +86,12 @@ pub async fn compute(
             None => StockLayout::Redis(vec![keys::stock(product.id)]),
         };
         let remaining = remaining(backends, product.id, layout).await?;
+        let unknown: Option<i64> = backends
+            .redis
+            .get()
+            .await?
+            .get(keys::unknown(product.id, product.epoch))
+            .await?;
         let sold = in_table + pending;
         let taken = product.initial - remaining;
         ledgers.push(Ledger {
@@ -93,6 +104,7 @@ pub async fn compute(
             lost_updates: (sold - taken).max(0),
             missing_orders: (taken - sold).max(0),
             pending,
+            unknown: unknown.unwrap_or(0),
             epoch: product.epoch,
             settings: product.settings,
         });

@@ -215,6 +215,7 @@ async fn sell(
             retry_after,
         },
         Err(BackendError::OutcomeUnknown(cause)) => {
+            count_unknown(&mut redis, &product).await;
             // The claim stays: a retry with this key must not buy again
             // before anyone knows whether this one did.
             return Err(ApiError::OutcomeUnknown {
@@ -230,6 +231,26 @@ async fn sell(
         tracing::warn!(%error, product = product.id, "idempotency claim not withdrawn");
     }
     Err(refusal)
+}
+
+/// How long an unknown outcome's count is kept: a day of looking back.
+const UNKNOWN_COUNT_TTL_SECS: u64 = 86_400;
+
+/// Counts an `outcome_unknown` answer in the product's ledger. Best
+/// effort, briefly: the backend that failed may be this very Redis.
+async fn count_unknown(redis: &mut redis::aio::MultiplexedConnection, product: &Product) {
+    let key = crate::product::keys::unknown(product.id, product.epoch);
+    let mut pipe = redis::pipe();
+    pipe.incr(&key, 1)
+        .ignore()
+        .expire(&key, UNKNOWN_COUNT_TTL_SECS as i64)
+        .ignore();
+    let counted = pipe.query_async::<()>(redis);
+    match tokio::time::timeout(Duration::from_millis(200), counted).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "unknown outcome not counted"),
+        Err(_) => tracing::warn!("unknown outcome not counted: redis did not answer"),
+    }
 }
 
 /// The gateway's request id (nginx sets `X-Request-Id` to its

@@ -52,6 +52,12 @@ pub fn idempotency(id: i64, epoch: i64, buyer: &str, key: &str) -> String {
         buyer.len()
     )
 }
+/// How many buys of one reset of the product were answered
+/// `outcome_unknown` by an instance (the gateway's own 502/504s are not
+/// among them: the instance that would count them is gone).
+pub fn unknown(id: i64, epoch: i64) -> String {
+    format!("seckill:{{{id}}}:unknown:{epoch}")
+}
 /// The stream of orders sold by Redis strategies, drained into
 /// PostgreSQL by every instance's order writer.
 pub const ORDERS: &str = "seckill:orders";

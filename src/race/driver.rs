@@ -285,18 +285,21 @@ pub async fn fire(
 }
 
 /// Polls the ledger until no order of the product is left in the stream.
+/// A ledger that cannot be read (a backend just restarted, its pooled
+/// connections not yet replaced) is asked again until the same deadline.
 pub async fn drained_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> {
     let started = Instant::now();
     loop {
-        let ledger = target.ledger(id).await?;
-        if ledger.pending == 0 {
-            return Ok(ledger);
+        match target.ledger(id).await {
+            Ok(ledger) if ledger.pending == 0 => return Ok(ledger),
+            Ok(ledger) => anyhow::ensure!(
+                started.elapsed() < DRAIN_TIMEOUT,
+                "the order writer left {} orders of product {id} in the stream for {DRAIN_TIMEOUT:?}",
+                ledger.pending
+            ),
+            Err(error) if started.elapsed() >= DRAIN_TIMEOUT => return Err(error),
+            Err(error) => tracing::debug!(%error, "ledger not readable yet"),
         }
-        anyhow::ensure!(
-            started.elapsed() < DRAIN_TIMEOUT,
-            "the order writer left {} orders of product {id} in the stream for {DRAIN_TIMEOUT:?}",
-            ledger.pending
-        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
