@@ -185,3 +185,23 @@ fn the_gateway_template_gets_the_same_variables_and_ports_line_up() {
     assert!(jmeter.contains(&format!("-Jport={listen}")), "{jmeter}");
     assert!(jmeter.contains("/plans/seckill-compare.jmx"), "{jmeter}");
 }
+
+/// Every Redis in compose persists as the lab's default (durable) does,
+/// with the same flags.
+#[test]
+fn compose_redis_persists_as_the_lab_does() {
+    use seckill::lab::durability::{AofFsync, Durability, redis_args};
+    let compose = compose();
+    let expected = redis_args(Durability::default(), AofFsync::default());
+    for name in ["redis", "redis-2", "redis-3"] {
+        let command: Vec<String> = compose["services"][name]["command"]
+            .as_sequence()
+            .unwrap_or_else(|| panic!("{name} has a command list"))
+            .iter()
+            .filter_map(|v| v.as_str())
+            .map(|a| a.replace("${SECKILL_REDIS_FSYNC:-everysec}", "everysec"))
+            .collect();
+        assert_eq!(command[0], "redis-server", "{name}");
+        assert_eq!(command[1..], expected[..], "{name}");
+    }
+}
