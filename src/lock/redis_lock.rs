@@ -32,6 +32,8 @@ pub const INFO: Info = Info {
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::Oversells),
         (Hazard::HolderCrash, Expect::SellsAll),
+        (Hazard::Partition, Expect::SellsAll),
+        (Hazard::PartitionWithStore, Expect::Oversells),
     ],
 };
 

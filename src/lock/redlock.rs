@@ -43,6 +43,8 @@ pub const INFO: Info = Info {
         (Hazard::LeaseExpiry, Expect::Oversells),
         (Hazard::HolderCrash, Expect::SellsAll),
         (Hazard::MinorityDown, Expect::SellsAll),
+        (Hazard::Partition, Expect::SellsAll),
+        (Hazard::PartitionWithStore, Expect::Oversells),
     ],
 };
 
