@@ -11,11 +11,13 @@ mod frozen_holder;
 mod holder_crash;
 mod lease_expiry;
 mod local_lock;
+mod partition;
 mod rate_limit;
 mod redis_crash;
 mod redlock_minority;
 mod segment_scaling;
 
+pub use partition::{LOCK_AND_STORE, LOCK_ONLY};
 pub use segment_scaling::MIN_SPEEDUP;
 
 use std::time::{Duration, Instant};
@@ -41,6 +43,7 @@ pub const NAMES: &[&str] = &[
     "segment-scaling",
     "rate-limit",
     "redis-crash",
+    "partition",
 ];
 
 /// One row of a scenario: the race's row plus what was expected of it.
@@ -260,6 +263,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
             "segment-scaling" => segment_scaling::run(&mut ctx).await,
             "rate-limit" => rate_limit::run(&mut ctx).await,
             "redis-crash" => redis_crash::run(&mut ctx).await,
+            "partition" => partition::run(&mut ctx).await,
             other => anyhow::bail!(
                 "unknown scenario {other:?}; known: all, {}",
                 NAMES.join(", ")
