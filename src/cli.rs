@@ -54,3 +54,25 @@ pub enum Command {
     /// as the README's table or as JMeter's strategies.csv.
     Strategies(StrategiesArgs),
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn the_race_help_names_every_scenario() {
+        let cli = Cli::command();
+        let race = cli.find_subcommand("race").expect("race");
+        let help = race
+            .get_arguments()
+            .find(|a| a.get_id() == "scenario")
+            .and_then(|a| a.get_help())
+            .expect("--scenario has help")
+            .to_string();
+        for name in crate::race::scenario::NAMES {
+            assert!(help.contains(name), "--scenario's help misses {name}");
+        }
+    }
+}

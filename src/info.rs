@@ -33,6 +33,16 @@ pub enum Hazard {
     HolderCrash,
     /// A minority of the RedLock masters down (`redlock-minority-down`).
     MinorityDown,
+    /// The holder cut off from its lock's backend (a blackholed link) for
+    /// longer than its lease or session, with its stock on a backend it
+    /// still reaches, and work the lock is otherwise safe with
+    /// (`partition`, variant `lock-only`).
+    Partition,
+    /// The same partition, with the stock on the lock's backend too: the
+    /// holder's write goes into the partition, its buyer is told the
+    /// outcome is unknown, and the write lands when the link heals — the
+    /// "delayed packet" (`partition`, variant `lock+store`).
+    PartitionWithStore,
 }
 
 /// What a strategy is expected to do in a race. Every expectation also

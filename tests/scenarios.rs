@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use seckill::info::{Expect, Hazard};
-use seckill::race::scenario::{MIN_SPEEDUP, ScenarioRow};
+use seckill::race::scenario::{LOCK_AND_STORE, LOCK_ONLY, MIN_SPEEDUP, ScenarioRow};
 use seckill::strategy::Catalogue;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -322,5 +322,38 @@ fn every_safe_strategy_holds_in_every_repeated_race() {
             assert_eq!(r.oversold, 0, "{r:?}");
             assert_eq!(r.history_ok, Some(true), "{r:?}");
         }
+    }
+}
+
+#[test]
+fn a_partition_breaks_what_cannot_renew_and_its_late_write_every_unfenced_lock() {
+    let rows = scenario("partition");
+    let variants = [
+        (Hazard::Partition, LOCK_ONLY),
+        (Hazard::PartitionWithStore, LOCK_AND_STORE),
+    ];
+    let mut declared = 0;
+    for (hazard, variant) in variants {
+        let strategies = under(hazard);
+        assert!(!strategies.is_empty(), "no strategy declares {hazard:?}");
+        declared += strategies.len();
+        for (strategy, expect) in strategies {
+            let r = row(&rows, strategy, variant);
+            assert_key_number(r, expect);
+            // Two buyers, one unit: both sold, or exactly one did.
+            let sold = if expect == Expect::Oversells { 2 } else { 1 };
+            assert_eq!(r.row.sold, sold, "{r:?}");
+        }
+    }
+    assert_eq!(rows.len(), declared, "one row per declaration");
+    // A write sent into the partition: its buyer is told 503
+    // outcome_unknown (Redis gives up waiting) or waits for the heal
+    // (PostgreSQL does not), and what the partition held lands when it
+    // heals — a sale unless a newer fencing token refused it.
+    for r in rows.iter().filter(|r| r.variant == LOCK_AND_STORE) {
+        assert!(r.row.errors.keys().all(|k| k == "outcome_unknown"), "{r:?}");
+        let unknown = r.row.errors.get("outcome_unknown").copied().unwrap_or(0) as i64;
+        let landed = if r.row.oversold > 0 { unknown } else { 0 };
+        assert_eq!(r.row.unknown_sold, landed, "{r:?}");
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod durability;
 mod find;
+pub mod links;
 pub mod nginx;
 mod postgres;
 pub mod process;
@@ -26,7 +27,9 @@ use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 use durability::{AofFsync, Durability};
+use links::{Backend, LinkInfo, Links};
 use process::Managed;
+use proxy::Mode;
 
 /// What to start.
 #[derive(Debug, Clone, clap::Args)]
@@ -58,6 +61,11 @@ pub struct LabArgs {
     /// `always`.
     #[arg(long, env = "SECKILL_LAB_REDIS_FSYNC", value_enum, default_value_t)]
     pub redis_fsync: AofFsync,
+    /// Put a fault proxy on every link between an instance and a backend
+    /// (the `partition` scenario cuts one instance off from one backend
+    /// through them); `--json` says where each is.
+    #[arg(long, env = "SECKILL_LAB_PROXIED")]
+    pub proxied: bool,
     /// Extra environment for the instances only (a scenario tightening
     /// their limits without touching its own process).
     #[arg(skip)]
@@ -77,6 +85,7 @@ impl LabArgs {
             gateway: nginx::GatewayLimits::default(),
             durability: Durability::default(),
             redis_fsync: AofFsync::default(),
+            proxied: false,
             instance_env: Vec::new(),
         }
     }
@@ -122,6 +131,10 @@ pub struct LabInfo {
     pub durability: Durability,
     /// Redis's AOF fsync policy (in the durable mode).
     pub redis_fsync: AofFsync,
+    /// The proxied links between instances and backends (`--proxied`
+    /// only): each instance was given these proxies' addresses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkInfo>,
 }
 
 /// One process of the lab.
@@ -151,6 +164,9 @@ pub struct Lab {
     pub info: LabInfo,
     /// Started processes, in start order (stopped in reverse).
     processes: Vec<Managed>,
+    /// The proxies between instances and backends (`--proxied`); closed
+    /// after every process has stopped.
+    links: Links,
     /// Deleted on drop, after the processes are gone.
     _dir: tempfile::TempDir,
 }
@@ -178,13 +194,14 @@ impl Lab {
                 ..LabInfo::default()
             },
             processes: Vec::new(),
+            links: Links::default(),
             _dir: dir,
         };
         lab.start_backends().await?;
         // No instances: the backends alone, for in-process tests of the
         // router (the fast test tier).
         if args.instances > 0 {
-            lab.start_instances(args.instances, &args.instance_env)
+            lab.start_instances(args.instances, &args.instance_env, args.proxied)
                 .await?;
             lab.start_gateway(args.gateway_port, &args.gateway).await?;
         }
@@ -234,16 +251,23 @@ impl Lab {
         &mut self,
         count: usize,
         extra_env: &[(String, String)],
+        proxied: bool,
     ) -> anyhow::Result<()> {
         let exe = std::env::current_exe().context("locating the seckill binary")?;
         let mut started = Vec::new();
         for index in 0..count {
             let name = format!("instance-{}", (b'a' + index as u8) as char);
             let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+            // Proxied, the instance sees the backends through its links.
+            let seen = if proxied {
+                self.links.open(&self.info, &name).await?
+            } else {
+                self.info.clone()
+            };
             let mut command = Command::new(&exe);
             command
                 .arg("serve")
-                .envs(instance_env(&self.info, &name, addr))
+                .envs(instance_env(&seen, &name, addr))
                 .env(
                     "RUST_LOG",
                     std::env::var("SECKILL_LAB_LOG").unwrap_or_else(|_| "info".into()),
@@ -258,6 +282,7 @@ impl Lab {
             });
             started.push(process);
         }
+        self.info.links = self.links.info();
         let urls: Vec<String> = self.info.instances.iter().map(|i| i.url.clone()).collect();
         for (process, url) in started.into_iter().zip(urls) {
             self.wait(process, move || {
@@ -381,6 +406,14 @@ impl Lab {
         }
     }
 
+    /// Switches the link between `instance` and `backend` (a lab started
+    /// `--proxied`): [`Mode::Blackhole`] partitions them, [`Mode::Cut`]
+    /// resets their connections, [`Mode::Pass`] heals the link. Every
+    /// other link, the other instances' included, is left as it is.
+    pub fn partition(&self, instance: &str, backend: Backend, mode: Mode) -> anyhow::Result<()> {
+        self.links.set(instance, backend, mode)
+    }
+
     fn process(&self, name: &str) -> anyhow::Result<&Managed> {
         self.processes
             .iter()
@@ -389,12 +422,14 @@ impl Lab {
     }
 
     /// Stops everything politely, newest first (nginx, instances — which
-    /// drain their order writers — then the backends), and deletes the
-    /// directory.
+    /// drain their order writers, through healed links — then the
+    /// backends), and deletes the directory.
     pub async fn stop(mut self) {
+        self.links.heal();
         while let Some(process) = self.processes.pop() {
             process.stop(Duration::from_secs(10)).await;
         }
+        self.links.stop().await;
     }
 }
 
@@ -457,6 +492,12 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
         println!("  redlock      {}", lab.info.redlock_urls.join(" "));
         println!("  zookeeper    {}", lab.info.zookeeper);
         println!("  postgres     {}", lab.info.postgres_url);
+        if !lab.info.links.is_empty() {
+            println!(
+                "  proxies      {} links, instance to backend (--json lists them)",
+                lab.info.links.len()
+            );
+        }
         println!(
             "  durability   {:?} (redis appendfsync {})",
             lab.info.durability,

@@ -33,6 +33,8 @@ pub const INFO: Info = Info {
         (Hazard::LeaseExpiry, Expect::Oversells),
         (Hazard::FrozenHolder, Expect::Oversells),
         (Hazard::HolderCrash, Expect::SellsAll),
+        (Hazard::Partition, Expect::SellsAll),
+        (Hazard::PartitionWithStore, Expect::Oversells),
     ],
 };
 

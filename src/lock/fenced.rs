@@ -36,6 +36,8 @@ pub const INFO: Info = Info {
         (Hazard::LeaseExpiry, Expect::NoOversell),
         (Hazard::FrozenHolder, Expect::NoOversell),
         (Hazard::HolderCrash, Expect::SellsAll),
+        (Hazard::Partition, Expect::SellsAll),
+        (Hazard::PartitionWithStore, Expect::SellsAll),
     ],
 };
 

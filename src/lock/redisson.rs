@@ -36,12 +36,14 @@ pub const INFO: Info = Info {
     mechanism: "reentrant hash lock (owner -> count) in Lua, watchdog renewing every lease/3, waiters woken by Pub/Sub",
     safe: true,
     safe_against: "work longer than the lease (the watchdog renews it); a crashed holder (the lease runs out)",
-    unsafe_against: "a frozen process: its watchdog freezes too and the lease expires under it",
+    unsafe_against: "a frozen or partitioned holder: its watchdog cannot renew, and the lease expires under it",
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::SellsAll),
         (Hazard::FrozenHolder, Expect::Oversells),
         (Hazard::HolderCrash, Expect::SellsAll),
+        (Hazard::Partition, Expect::Oversells),
+        (Hazard::PartitionWithStore, Expect::Oversells),
     ],
 };
 

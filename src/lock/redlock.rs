@@ -44,6 +44,8 @@ pub const INFO: Info = Info {
         (Hazard::FrozenHolder, Expect::Oversells),
         (Hazard::HolderCrash, Expect::SellsAll),
         (Hazard::MinorityDown, Expect::SellsAll),
+        (Hazard::Partition, Expect::SellsAll),
+        (Hazard::PartitionWithStore, Expect::Oversells),
     ],
 };
 

@@ -32,12 +32,13 @@ pub const INFO: Info = Info {
     mechanism: "ephemeral sequential node per buyer, watch only the predecessor (Curator's InterProcessMutex)",
     safe: true,
     safe_against: "many instances; slow holders (no lease to outlive); a crashed holder (its node dies with its session)",
-    unsafe_against: "a holder frozen longer than its session timeout (the session expires under it)",
+    unsafe_against: "a holder frozen, or cut off from ZooKeeper, longer than its session timeout (the session expires under it)",
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::SellsAll),
         (Hazard::FrozenHolder, Expect::Oversells),
         (Hazard::HolderCrash, Expect::SellsAll),
+        (Hazard::Partition, Expect::Oversells),
     ],
 };
 

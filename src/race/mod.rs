@@ -76,7 +76,9 @@ pub struct RaceArgs {
     /// Run a named failure scenario instead (each starts its own lab and
     /// injects its fault): contention, two-instances-local-lock,
     /// lease-expiry, frozen-holder, holder-crash, redlock-minority-down,
-    /// segment-scaling, rate-limit, or all. Exits 1 unless every expectation is met.
+    /// segment-scaling, rate-limit, redis-crash, pg-restart,
+    /// instance-kill, partition, redis-failover, or all. Exits 1 unless
+    /// every expectation is met.
     #[arg(long, env = "SECKILL_RACE_SCENARIO")]
     pub scenario: Option<String>,
     /// Append every race's history (each request: start, end, status,

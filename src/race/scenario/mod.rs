@@ -12,12 +12,14 @@ mod holder_crash;
 mod instance_kill;
 mod lease_expiry;
 mod local_lock;
+mod partition;
 mod pg_restart;
 mod rate_limit;
 mod redis_crash;
 mod redlock_minority;
 mod segment_scaling;
 
+pub use partition::{LOCK_AND_STORE, LOCK_ONLY};
 pub use segment_scaling::MIN_SPEEDUP;
 
 use std::time::{Duration, Instant};
@@ -45,6 +47,7 @@ pub const NAMES: &[&str] = &[
     "redis-crash",
     "pg-restart",
     "instance-kill",
+    "partition",
 ];
 
 /// One row of a scenario: the race's row plus what was expected of it.
@@ -266,6 +269,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
             "redis-crash" => redis_crash::run(&mut ctx).await,
             "pg-restart" => pg_restart::run(&mut ctx).await,
             "instance-kill" => instance_kill::run(&mut ctx).await,
+            "partition" => partition::run(&mut ctx).await,
             other => anyhow::bail!(
                 "unknown scenario {other:?}; known: all, {}",
                 NAMES.join(", ")
