@@ -186,18 +186,29 @@ pub fn refill_period(per_sec: u64) -> Duration {
     Duration::from_nanos(1_000_000_000 / per_sec.max(1))
 }
 
-/// What load shedding and the timeout turn into.
-pub async fn overload(error: tower::BoxError) -> ApiError {
-    let (reason, message) = if error.is::<tower::timeout::error::Elapsed>() {
-        ("timeout", "the request took too long")
-    } else {
-        ("overloaded", "overloaded: too many requests in flight")
-    };
-    telemetry::rejected(reason);
-    ApiError::Busy {
-        message: message.into(),
-        retry_after: Duration::from_secs(1),
+/// What load shedding and the timeout turn into. Shed requests never
+/// started: `busy`. A request that timed out did start, and a buy's sale
+/// runs on in its own task, so a timed-out write (POST, PUT) may yet
+/// happen: `outcome_unknown`, never "nothing happened"; a timed-out read
+/// is merely `busy`.
+pub async fn overload(method: axum::http::Method, error: tower::BoxError) -> ApiError {
+    if !error.is::<tower::timeout::error::Elapsed>() {
+        telemetry::rejected("overloaded");
+        return ApiError::Busy {
+            message: "overloaded: too many requests in flight".into(),
+            retry_after: Duration::from_secs(1),
+        };
     }
+    telemetry::rejected("timeout");
+    if method.is_safe() {
+        return ApiError::Busy {
+            message: "the request took too long".into(),
+            retry_after: Duration::from_secs(1),
+        };
+    }
+    ApiError::Backend(crate::error::BackendError::OutcomeUnknown(
+        "the request timed out while its write may still run".into(),
+    ))
 }
 
 #[cfg(test)]

@@ -32,23 +32,32 @@ struct Serve {
 /// A router wired to the lab's backends, as one instance would build it
 /// (pools are per test: each test has its own runtime).
 pub async fn app() -> Router {
+    app_with(&[]).await
+}
+
+/// [`app`] with extra `seckill serve` flags.
+pub async fn app_with(extra: &[&str]) -> Router {
     let info = &lab().info;
     let redlock = info.redlock_urls.join(",");
-    let Serve { args } = Serve::parse_from([
-        "serve",
-        "--redis-url",
-        &info.redis_url,
-        "--database-url",
-        &info.postgres_url,
-        "--redlock-urls",
-        &redlock,
-        "--zookeeper",
-        &info.zookeeper,
-        "--admin-token",
-        &info.admin_token,
-        "--instance",
-        "in-process",
-    ]);
+    let Serve { args } = Serve::parse_from(
+        [
+            "serve",
+            "--redis-url",
+            &info.redis_url,
+            "--database-url",
+            &info.postgres_url,
+            "--redlock-urls",
+            &redlock,
+            "--zookeeper",
+            &info.zookeeper,
+            "--admin-token",
+            &info.admin_token,
+            "--instance",
+            "in-process",
+        ]
+        .into_iter()
+        .chain(extra.iter().copied()),
+    );
     let backends = prepare(&args).await.expect("backends");
     router(AppState::new(
         backends,

@@ -5,7 +5,7 @@ use axum::http::{Method, StatusCode};
 use seckill::strategy::Catalogue;
 use serde_json::{Value, json};
 
-use crate::app::{app, buy, call, lab, reset};
+use crate::app::{app, app_with, buy, call, lab, reset};
 
 #[tokio::test]
 async fn every_strategy_sells_its_stock_and_then_refuses() {
@@ -165,4 +165,29 @@ async fn the_openapi_document_is_served_as_built() {
     assert_eq!(answer.headers["content-type"], "application/json");
     let built = serde_json::to_value(seckill::http::openapi()).expect("the document serializes");
     assert_eq!(answer.body, built);
+}
+
+#[tokio::test]
+async fn a_buy_that_times_out_is_an_unknown_outcome_not_a_refusal() {
+    // The sale runs on in its own task after the request timeout answers:
+    // it may sell, so the answer must not say nothing happened.
+    let app = app_with(&["--request-timeout-ms", "100"]).await;
+    reset(
+        &app,
+        20_400,
+        json!({"stock": 5, "strategy": "redis-lock", "work_ms": 400}),
+    )
+    .await;
+    let answer = buy(&app, 20_400, "patient").await;
+    assert_eq!(
+        answer.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        answer.body
+    );
+    assert_eq!(answer.code(), "outcome_unknown", "{}", answer.body);
+    // And it did sell, after the answer.
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let ledger = call(&app, Method::GET, "/stock/20400", &[], None).await;
+    assert_eq!(ledger.body["sold"], json!(1), "{}", ledger.body);
 }
