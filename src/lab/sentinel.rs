@@ -345,7 +345,10 @@ where
 
 /// One command on a fresh connection: these are rare control calls, and a
 /// fresh connection never lands on a server that has since been replaced.
-async fn command<T: redis::FromRedisValue>(url: &str, cmd: &mut redis::Cmd) -> anyhow::Result<T> {
+pub async fn command<T: redis::FromRedisValue>(
+    url: &str,
+    cmd: &mut redis::Cmd,
+) -> anyhow::Result<T> {
     let client = redis::Client::open(url)?;
     let mut conn = client
         .get_multiplexed_async_connection()
