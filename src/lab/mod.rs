@@ -199,6 +199,11 @@ impl Lab {
             (0..=16).contains(&args.instances),
             "--instances must be 0 to 16"
         );
+        // A proxy cannot stand in for an address a sentinel names.
+        anyhow::ensure!(
+            !(args.redis_sentinel && args.proxied),
+            "--redis-sentinel and --proxied do not go together: instances reach the master the sentinels name, past any proxy"
+        );
         let dir = tempfile::Builder::new().prefix("seckill-lab-").tempdir()?;
         // Readable by the postgres user when the lab runs as root.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
