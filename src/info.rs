@@ -43,6 +43,10 @@ pub enum Hazard {
     /// outcome is unknown, and the write lands when the link heals — the
     /// "delayed packet" (`partition`, variant `lock+store`).
     PartitionWithStore,
+    /// The main Redis's master killed with writes its replica never got,
+    /// and the replica promoted by Sentinel (`redis-failover`): whatever
+    /// those writes held — a lock, a fencing token, a decrement — is gone.
+    Failover,
 }
 
 /// What a strategy is expected to do in a race. Every expectation also

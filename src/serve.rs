@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::backends::Backends;
+use crate::backends::master::MainRedis;
 use crate::backends::redlock::Master;
 use crate::backends::zookeeper::ZkSession;
 use crate::edge::EdgeArgs;
@@ -30,11 +31,27 @@ pub struct ServeArgs {
     /// of a scaled compose service is told apart).
     #[arg(long, env = "SECKILL_INSTANCE")]
     pub instance: Option<String>,
-    /// Redis holding stock, locks and the order stream.
-    #[arg(long, env = "SECKILL_REDIS_URL")]
-    pub redis_url: String,
+    /// Redis holding stock, locks and the order stream, at a fixed
+    /// address. Either this or `--redis-sentinels`.
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_URL",
+        required_unless_present = "redis_sentinels",
+        conflicts_with = "redis_sentinels"
+    )]
+    pub redis_url: Option<String>,
+    /// Redis Sentinels (`host:port`, comma-separated) that name the master
+    /// of that Redis instead: the instance connects to whichever server
+    /// they name, and follows a failover (see `backends::master`).
+    #[arg(long, env = "SECKILL_REDIS_SENTINELS", value_delimiter = ',')]
+    pub redis_sentinels: Vec<String>,
+    /// The name the sentinels know that master by.
+    #[arg(long, env = "SECKILL_REDIS_MASTER_NAME", default_value = "seckill")]
+    pub redis_master_name: String,
     /// Independent Redis masters for `redlock`, comma-separated (default:
-    /// just the main Redis, a quorum of one).
+    /// just the main Redis at `--redis-url`, a quorum of one; required
+    /// with sentinels, since a RedLock master is a fixed address that
+    /// never fails over).
     #[arg(long, env = "SECKILL_REDLOCK_URLS", value_delimiter = ',')]
     pub redlock_urls: Vec<String>,
     /// ZooKeeper `host:port` for the `zookeeper` strategy (optional).
@@ -143,11 +160,20 @@ pub async fn prepare(args: &ServeArgs) -> anyhow::Result<Backends> {
 /// Pools for every backend, retrying while they come up (compose starts
 /// everything at once).
 async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
-    let redis = redis_pool(&args.redis_url, args.redis_pool)?;
-    let redlock_urls = if args.redlock_urls.is_empty() {
-        std::slice::from_ref(&args.redis_url)
-    } else {
-        &args.redlock_urls[..]
+    let main = match &args.redis_url {
+        Some(url) => MainRedis::fixed(url),
+        None => MainRedis::sentinel(&args.redis_sentinels, &args.redis_master_name),
+    }
+    .context("the main redis")?;
+    let redis = main.pool(args.redis_pool)?;
+    let redlock_urls = match (&args.redis_url, args.redlock_urls.is_empty()) {
+        (_, false) => &args.redlock_urls[..],
+        (Some(url), true) => std::slice::from_ref(url),
+        (None, true) => {
+            anyhow::bail!(
+                "--redlock-urls is required when the main redis is found through sentinels"
+            )
+        }
     };
     let redlock = redlock_urls
         .iter()
@@ -181,22 +207,11 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
     };
     Ok(Backends {
         redis,
-        redis_client: redis::Client::open(args.redis_url.as_str())?,
+        redis_client: main,
         pg,
         redlock: Arc::new(redlock),
         zookeeper,
     })
-}
-
-fn redis_pool(url: &str, size: usize) -> anyhow::Result<deadpool_redis::Pool> {
-    let mut config = deadpool_redis::Config::from_url(url);
-    let mut pool = deadpool_redis::PoolConfig::new(size);
-    pool.timeouts.wait = Some(Duration::from_secs(5));
-    pool.timeouts.create = Some(Duration::from_secs(2));
-    config.pool = Some(pool);
-    config
-        .create_pool(Some(deadpool_redis::Runtime::Tokio1))
-        .with_context(|| format!("creating a redis pool for {url}"))
 }
 
 fn default_instance_name() -> String {

@@ -20,6 +20,7 @@ use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use uuid::Uuid;
 
+use crate::backends::master::MainRedis;
 use crate::error::BackendError;
 
 /// The channel resets are announced on.
@@ -71,7 +72,7 @@ impl SoldOutFlags {
 /// Listens for resets until `shutdown` turns true, clearing flags and
 /// acknowledging; reconnects after a lost subscription.
 pub async fn listen(
-    client: redis::Client,
+    client: MainRedis,
     flags: Arc<SoldOutFlags>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -89,7 +90,7 @@ pub async fn listen(
     }
 }
 
-async fn listen_once(client: &redis::Client, flags: &SoldOutFlags) -> Result<(), BackendError> {
+async fn listen_once(client: &MainRedis, flags: &SoldOutFlags) -> Result<(), BackendError> {
     let mut acks = client.get_multiplexed_async_connection().await?;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(RESETS).await?;

@@ -357,3 +357,25 @@ fn a_partition_breaks_what_cannot_renew_and_its_late_write_every_unfenced_lock()
         assert_eq!(r.row.unknown_sold, landed, "{r:?}");
     }
 }
+
+#[test]
+fn a_failover_loses_a_single_redis_lock_but_not_redlock() {
+    let rows = scenario("redis-failover");
+    assert_every_declared(&rows, Hazard::Failover);
+    for (strategy, expect) in under(Hazard::Failover) {
+        let r = &row(&rows, strategy, "").row;
+        match expect {
+            // One unit: the holder and the second buyer both sold it.
+            Expect::Oversells => assert_eq!((r.sold, r.oversold), (2, 1), "{r:?}"),
+            // The second buyer could not take the lock; the holder sold.
+            _ => {
+                assert_eq!((r.sold, r.oversold), (1, 0), "{r:?}");
+                assert_eq!(
+                    r.errors.get("busy"),
+                    Some(&1),
+                    "second buyer refused: {r:?}"
+                );
+            }
+        }
+    }
+}

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use redis::AsyncCommands;
 use redis::sentinel::{SentinelClient, SentinelServerType};
+use seckill::backends::master::MainRedis;
 use seckill::lab::durability::{AofFsync, Durability};
 use seckill::lab::sentinel::{self, MASTER_NAME, Topology};
 
@@ -154,5 +155,66 @@ async fn a_failover_loses_a_write_the_old_master_acknowledged() {
     assert_eq!(first, Some(1), "the replicated write survives");
     assert_eq!(second, None, "the acknowledged write is lost");
 
+    topology.stop().await;
+}
+
+/// A demotion Sentinel did not make (an operator's `REPLICAOF`) kills no
+/// client: the pool's connection to the demoted server stays open and
+/// would still answer `PING`, while every write on it is refused. The
+/// checkout asks `ROLE` and drops it instead of handing it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_drops_its_connection_to_a_demoted_master() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let topology = Topology::start(dir.path(), Durability::Fast, AofFsync::Everysec)
+        .await
+        .expect("topology starts");
+    let main = MainRedis::sentinel(&topology.sentinel_urls(), MASTER_NAME).expect("sentinels");
+    let pool = main.pool(1).expect("a pool");
+    {
+        let mut conn = pool.get().await.expect("a connection to the master");
+        let () = conn.set("before", 1).await.expect("SET on the master");
+    }
+    assert_eq!(pool.status().size, 1, "the connection is back in the pool");
+
+    // The sentinels frozen, nobody reconfigures or disconnects anything:
+    // the roles are swapped by hand.
+    for node in &topology.sentinels {
+        node.process.signal(Signal::SIGSTOP).expect("SIGSTOP");
+    }
+    let (master, replica) = (topology.master.url(), topology.replica.url());
+    sentinel::command::<()>(&replica, redis::cmd("REPLICAOF").arg("NO").arg("ONE"))
+        .await
+        .expect("the replica becomes a master");
+    sentinel::command::<()>(
+        &master,
+        redis::cmd("REPLICAOF")
+            .arg(topology.replica.addr.ip().to_string())
+            .arg(topology.replica.addr.port()),
+    )
+    .await
+    .expect("the master becomes its replica");
+    eventually(
+        "the old master is a replica",
+        Duration::from_secs(5),
+        || async {
+            sentinel::replication(&master)
+                .await
+                .is_ok_and(|r| r.role == "slave")
+        },
+    )
+    .await;
+
+    // With the sentinels frozen no new connection can be made either, so
+    // the checkout fails — having dropped the demoted server's connection.
+    let checkout = pool.get().await;
+    assert!(
+        checkout.is_err(),
+        "a connection to the demoted master was handed out"
+    );
+    assert_eq!(pool.status().size, 0, "the demoted connection was dropped");
+
+    for node in &topology.sentinels {
+        node.process.signal(Signal::SIGCONT).expect("SIGCONT");
+    }
     topology.stop().await;
 }

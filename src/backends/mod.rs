@@ -3,6 +3,7 @@
 //! Handles only: no knowledge of products, locks or strategies.
 
 pub mod lease;
+pub mod master;
 pub mod persistence;
 pub mod redlock;
 pub mod zookeeper;
@@ -16,10 +17,12 @@ use redlock::Master;
 /// The connections every strategy may use.
 #[derive(Clone)]
 pub struct Backends {
-    /// Pooled multiplexed Redis connections.
-    pub redis: deadpool_redis::Pool,
-    /// The same Redis, for what a pool cannot do (Pub/Sub subscriptions).
-    pub redis_client: redis::Client,
+    /// Pooled multiplexed connections to the main Redis (its master of
+    /// the moment, when it is found through sentinels).
+    pub redis: master::RedisPool,
+    /// The same Redis, for what a pool cannot do (Pub/Sub subscriptions,
+    /// the order writer's blocking reads).
+    pub redis_client: master::MainRedis,
     /// Pooled PostgreSQL connections.
     pub pg: sqlx::PgPool,
     /// The independent RedLock masters.

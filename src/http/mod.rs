@@ -23,6 +23,7 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
 use crate::backends::Backends;
+use crate::backends::master::PooledRedis;
 use crate::edge::{self, ClientIp, EdgeArgs};
 use crate::error::{ApiError, BackendError};
 use crate::soldout::SoldOutFlags;
@@ -88,7 +89,7 @@ impl AppState {
 
     /// One pooled Redis connection for the whole request: deadpool pings a
     /// connection on every checkout, so a handler takes one and shares it.
-    async fn redis(&self) -> Result<deadpool_redis::Connection, ApiError> {
+    async fn redis(&self) -> Result<PooledRedis, ApiError> {
         Ok(self
             .inner
             .backends

@@ -70,6 +70,11 @@ pub struct LabArgs {
     /// their limits without touching its own process).
     #[arg(skip)]
     pub instance_env: Vec<(String, String)>,
+    /// Start the main Redis as a master with a replica watched by three
+    /// Sentinels, found by the instances through the sentinels, so that a
+    /// failover can be staged (see [`sentinel`]).
+    #[arg(long, env = "SECKILL_LAB_REDIS_SENTINEL")]
+    pub redis_sentinel: bool,
 }
 
 impl LabArgs {
@@ -87,6 +92,7 @@ impl LabArgs {
             redis_fsync: AofFsync::default(),
             proxied: false,
             instance_env: Vec::new(),
+            redis_sentinel: false,
         }
     }
 }
@@ -94,7 +100,7 @@ impl LabArgs {
 /// The environment the lab gives an instance: what docker-compose.yml must
 /// give its `app` service too (a test compares the two).
 pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'static str, String)> {
-    vec![
+    let mut env = vec![
         ("SECKILL_LISTEN", listen.to_string()),
         ("SECKILL_INSTANCE", name.to_owned()),
         ("SECKILL_REDIS_URL", info.redis_url.clone()),
@@ -102,7 +108,14 @@ pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'st
         ("SECKILL_REDLOCK_URLS", info.redlock_urls.join(",")),
         ("SECKILL_ZOOKEEPER", info.zookeeper.clone()),
         ("SECKILL_ADMIN_TOKEN", info.admin_token.clone()),
-    ]
+    ];
+    if let Some(topology) = &info.sentinel {
+        // The master of the moment, from the sentinels, instead.
+        env.retain(|(key, _)| *key != "SECKILL_REDIS_URL");
+        env.push(("SECKILL_REDIS_SENTINELS", topology.sentinels.join(",")));
+        env.push(("SECKILL_REDIS_MASTER_NAME", topology.master_name.clone()));
+    }
+    env
 }
 
 /// Where everything is; printed by `seckill lab --json`. Starts empty
@@ -115,10 +128,15 @@ pub struct LabInfo {
     pub admin_token: String,
     /// Each instance, directly (bypassing nginx).
     pub instances: Vec<InstanceInfo>,
-    /// The Redis the instances use.
+    /// The Redis the instances use (with sentinels: its master when the
+    /// lab started).
     pub redis_url: String,
-    /// The independent masters of `redlock` (the first is the main Redis).
+    /// The independent masters of `redlock` (the first is the main Redis;
+    /// with sentinels, its first master's address).
     pub redlock_urls: Vec<String>,
+    /// With `--redis-sentinel`: the main Redis's replica and sentinels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel: Option<sentinel::SentinelInfo>,
     /// The PostgreSQL the instances use.
     pub postgres_url: String,
     /// ZooKeeper's `host:port`.
@@ -181,6 +199,11 @@ impl Lab {
             (0..=16).contains(&args.instances),
             "--instances must be 0 to 16"
         );
+        // A proxy cannot stand in for an address a sentinel names.
+        anyhow::ensure!(
+            !(args.redis_sentinel && args.proxied),
+            "--redis-sentinel and --proxied do not go together: instances reach the master the sentinels name, past any proxy"
+        );
         let dir = tempfile::Builder::new().prefix("seckill-lab-").tempdir()?;
         // Readable by the postgres user when the lab runs as root.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
@@ -197,7 +220,7 @@ impl Lab {
             links: Links::default(),
             _dir: dir,
         };
-        lab.start_backends().await?;
+        lab.start_backends(args.redis_sentinel).await?;
         // No instances: the backends alone, for in-process tests of the
         // router (the fast test tier).
         if args.instances > 0 {
@@ -208,9 +231,13 @@ impl Lab {
         Ok(lab)
     }
 
-    async fn start_backends(&mut self) -> anyhow::Result<()> {
+    async fn start_backends(&mut self, sentinel: bool) -> anyhow::Result<()> {
         let root = self.info.dir.clone();
         for name in ["redis", "redis-2", "redis-3"] {
+            if name == "redis" && sentinel {
+                self.start_sentinel_topology().await?;
+                continue;
+            }
             let port = free_port()?;
             let url = format!("redis://127.0.0.1:{port}");
             let server = redis::start(
@@ -490,6 +517,10 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
         }
         println!("  redis        {}", lab.info.redis_url);
         println!("  redlock      {}", lab.info.redlock_urls.join(" "));
+        if let Some(topology) = &lab.info.sentinel {
+            println!("  replica      {}", topology.replica_url);
+            println!("  sentinels    {}", topology.sentinels.join(" "));
+        }
         println!("  zookeeper    {}", lab.info.zookeeper);
         println!("  postgres     {}", lab.info.postgres_url);
         if !lab.info.links.is_empty() {

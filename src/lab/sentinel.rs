@@ -16,12 +16,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 use super::durability::{AofFsync, Durability};
 use super::process::Managed;
 use super::redis as server;
-use super::{find, free_port};
+use super::{Lab, ProcessInfo, find, free_port};
 
 /// The name the sentinels know the master by (`SENTINEL MASTER <name>`),
 /// and what a Sentinel-aware client asks for.
@@ -158,6 +159,64 @@ impl Topology {
         }
         self.replica.process.stop(grace).await;
         self.master.process.stop(grace).await;
+    }
+}
+
+/// Where the lab's topology is, when the lab runs its main Redis this way
+/// (`seckill lab --redis-sentinel`; [`super::LabInfo::sentinel`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SentinelInfo {
+    /// The name the sentinels know the master by.
+    pub master_name: String,
+    /// The master when the lab started (`redis-master`; also
+    /// [`super::LabInfo::redis_url`]).
+    pub master_url: String,
+    /// Its replica (`redis-replica`), the server a failover promotes.
+    pub replica_url: String,
+    /// The sentinels' `host:port`s, as the instances are given them.
+    pub sentinels: Vec<String>,
+}
+
+impl Lab {
+    /// Starts the main Redis as a [`Topology`] and takes its processes
+    /// over by their names, so a scenario can freeze, resume or kill each.
+    ///
+    /// RedLock's masters stay what the lab always makes them: the main
+    /// Redis first, then `redis-2` and `redis-3`, each at a fixed address.
+    /// RedLock is defined over *independent* masters with no replication
+    /// and no failover, so its client (like any RedLock client) does not
+    /// follow Sentinel; its first master is the topology's first master,
+    /// at that address. A failover therefore costs RedLock one master of
+    /// three — the minority its quorum is there to survive — while
+    /// everything else on the main Redis moves to the promoted replica.
+    pub(super) async fn start_sentinel_topology(&mut self) -> anyhow::Result<()> {
+        let Topology {
+            master,
+            replica,
+            sentinels,
+        } = Topology::start(
+            &self.info.dir.join("sentinel"),
+            self.info.durability,
+            self.info.redis_fsync,
+        )
+        .await?;
+        self.info.redlock_urls.push(master.url());
+        self.info.sentinel = Some(SentinelInfo {
+            master_name: MASTER_NAME.to_owned(),
+            master_url: master.url(),
+            replica_url: replica.url(),
+            sentinels: sentinels.iter().map(|s| s.addr.to_string()).collect(),
+        });
+        // Master first: the lab stops its processes newest first, so the
+        // sentinels stop before the master and start no failover.
+        for node in [master, replica].into_iter().chain(sentinels) {
+            self.info.processes.push(ProcessInfo {
+                name: node.process.name.clone(),
+                pid: node.process.pid(),
+            });
+            self.processes.push(node.process);
+        }
+        Ok(())
     }
 }
 
@@ -345,7 +404,10 @@ where
 
 /// One command on a fresh connection: these are rare control calls, and a
 /// fresh connection never lands on a server that has since been replaced.
-async fn command<T: redis::FromRedisValue>(url: &str, cmd: &mut redis::Cmd) -> anyhow::Result<T> {
+pub async fn command<T: redis::FromRedisValue>(
+    url: &str,
+    cmd: &mut redis::Cmd,
+) -> anyhow::Result<T> {
     let client = redis::Client::open(url)?;
     let mut conn = client
         .get_multiplexed_async_connection()

@@ -38,6 +38,7 @@ pub const INFO: Info = Info {
         (Hazard::HolderCrash, Expect::SellsAll),
         (Hazard::Partition, Expect::SellsAll),
         (Hazard::PartitionWithStore, Expect::SellsAll),
+        (Hazard::Failover, Expect::Oversells),
     ],
 };
 

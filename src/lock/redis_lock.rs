@@ -35,6 +35,7 @@ pub const INFO: Info = Info {
         (Hazard::HolderCrash, Expect::SellsAll),
         (Hazard::Partition, Expect::SellsAll),
         (Hazard::PartitionWithStore, Expect::Oversells),
+        (Hazard::Failover, Expect::Oversells),
     ],
 };
 

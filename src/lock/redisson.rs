@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::Lock;
 use crate::backends::Footprint;
+use crate::backends::master::MainRedis;
 use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::product::{Product, StoreKind, keys};
@@ -148,7 +149,7 @@ impl Redisson {
     }
 
     /// Starts the instance's listener on first use.
-    fn listen(&self, client: &redis::Client) {
+    fn listen(&self, client: &MainRedis) {
         self.listener.get_or_init(|| {
             let (client, waiters) = (client.clone(), self.waiters.clone());
             Task(tokio::spawn(listen_forever(client, waiters)))
@@ -161,7 +162,7 @@ impl Redisson {
 /// lost. Meanwhile waiters still wake up when the holder's TTL runs out,
 /// and every waiter is woken on a loss, since a release may have been
 /// missed.
-async fn listen_forever(client: redis::Client, waiters: Arc<Mutex<HashMap<i64, Arc<Notify>>>>) {
+async fn listen_forever(client: MainRedis, waiters: Arc<Mutex<HashMap<i64, Arc<Notify>>>>) {
     loop {
         match client.get_async_pubsub().await {
             Ok(mut pubsub) => {

@@ -46,6 +46,7 @@ pub const INFO: Info = Info {
         (Hazard::MinorityDown, Expect::SellsAll),
         (Hazard::Partition, Expect::SellsAll),
         (Hazard::PartitionWithStore, Expect::Oversells),
+        (Hazard::Failover, Expect::NoOversell),
     ],
 };
 

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::{Order, fields};
+use crate::backends::master::MainRedis;
 use crate::error::BackendError;
 use crate::product::keys::ORDERS;
 use crate::telemetry;
@@ -38,7 +39,7 @@ const CLAIM_EVERY: Duration = Duration::from_secs(1);
 /// Backend failures are logged and retried: entries stay pending in the
 /// group, so nothing is lost while Redis or PostgreSQL is away.
 pub async fn run(
-    redis: redis::Client,
+    redis: MainRedis,
     pg: PgPool,
     consumer: String,
     mut shutdown: watch::Receiver<bool>,
@@ -84,7 +85,7 @@ pub async fn run(
 
 /// One writer's connections and identity.
 struct Writer {
-    redis: redis::Client,
+    redis: MainRedis,
     pg: PgPool,
     /// Unique per process, so a restarted instance never inherits a dead
     /// one's pending list by name (it inherits it by claiming instead).

@@ -42,7 +42,10 @@ const INFO: Info = Info {
     safe: true,
     safe_against: "any concurrency, any number of instances, slow or crashed clients",
     unsafe_against: "losing Redis itself without persistence (orders not yet in PostgreSQL)",
-    under: &[(Hazard::Contention, Expect::NoOversell)],
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::Failover, Expect::Oversells),
+    ],
 };
 
 impl Strategy for RedisLua {

@@ -5,6 +5,7 @@
 
 mod contract;
 mod edge;
+mod failover;
 mod harness;
 mod history;
 mod hostile;

@@ -16,6 +16,7 @@ mod partition;
 mod pg_restart;
 mod rate_limit;
 mod redis_crash;
+mod redis_failover;
 mod redlock_minority;
 mod segment_scaling;
 
@@ -48,6 +49,7 @@ pub const NAMES: &[&str] = &[
     "pg-restart",
     "instance-kill",
     "partition",
+    "redis-failover",
 ];
 
 /// One row of a scenario: the race's row plus what was expected of it.
@@ -270,6 +272,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
             "pg-restart" => pg_restart::run(&mut ctx).await,
             "instance-kill" => instance_kill::run(&mut ctx).await,
             "partition" => partition::run(&mut ctx).await,
+            "redis-failover" => redis_failover::run(&mut ctx).await,
             other => anyhow::bail!(
                 "unknown scenario {other:?}; known: all, {}",
                 NAMES.join(", ")
