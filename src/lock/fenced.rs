@@ -3,8 +3,10 @@
 //! locking". The store refuses a write whose token is older than the newest
 //! token that has touched the stock (see [`crate::store`]).
 //!
-//! Known failure: none for the stock. A holder frozen past its lease (GC
-//! pause, SIGSTOP) wakes up and writes; the store sees that a newer holder
+//! Known failure: a Redis failover that loses the fencing counter (the
+//! promoted replica hands out a token again; `redis-failover`). A holder
+//! frozen past its lease (GC pause, SIGSTOP) is not one: it wakes up and
+//! writes, and the store sees that a newer holder
 //! has already read the stock with a newer token and refuses the stale
 //! write, so the frozen buyer gets `busy` instead of an oversold unit. The
 //! lock alone still admits two holders; the fence is what keeps the data
@@ -30,7 +32,7 @@ pub const INFO: Info = Info {
     mechanism: "SET NX PX lock plus a fencing token from INCR; the store refuses writes older than the newest token it has seen",
     safe: true,
     safe_against: "a holder frozen or slowed past its lease (its late write is refused)",
-    unsafe_against: "nothing for the stock; a refused holder's buyer gets busy",
+    unsafe_against: "a Redis failover that loses the fencing counter (the promoted replica issues a token again); a refused holder's buyer gets busy",
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::NoOversell),

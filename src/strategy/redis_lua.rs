@@ -4,8 +4,10 @@
 //!
 //! The per-user limit is checked and counted inside the same script.
 //!
-//! Known failure: none for the counter itself; `work_ms` has no place here
-//! (a script must not sleep), which is exactly why it is the fastest.
+//! Known failure: losing its own writes — Redis without persistence that
+//! crashes, or a failover to a replica that had not received the last
+//! decrements (the unit sells again). `work_ms` has no place here (a
+//! script must not sleep), which is exactly why it is the fastest.
 
 use std::sync::LazyLock;
 
@@ -41,7 +43,7 @@ const INFO: Info = Info {
     mechanism: "one Lua script: check stock, DECR, XADD the order",
     safe: true,
     safe_against: "any concurrency, any number of instances, slow or crashed clients",
-    unsafe_against: "losing Redis itself without persistence (orders not yet in PostgreSQL)",
+    unsafe_against: "losing its own writes: Redis without persistence crashing (orders not yet in PostgreSQL), a failover to a replica that missed the last decrements",
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::Failover, Expect::Oversells),
