@@ -19,7 +19,7 @@
 //! longer the master.
 //!
 //! What is not followed: a buy keeps the one connection it checked out
-//! (see [`crate::sale::BuyCtx`]), so a buy in flight when its master dies
+//! (see `BuyCtx` in the `sale` module), so a buy in flight when its master dies
 //! fails with it instead of carrying on against the new master.
 
 use std::sync::Arc;
