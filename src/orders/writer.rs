@@ -4,7 +4,7 @@
 //! It reads through a consumer group, inserts each batch in one statement
 //! that ignores order ids already present (a redelivered entry is harmless),
 //! and acknowledges and deletes the entries only after the commit. Entries
-//! left pending by a consumer that died (idle longer than [`CLAIM_IDLE`])
+//! left pending by a consumer that died (idle longer than `CLAIM_IDLE`)
 //! are claimed by whichever writer looks next. On shutdown it drains the
 //! stream before returning.
 

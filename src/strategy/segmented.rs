@@ -5,7 +5,7 @@
 //! sold out only when every segment is.
 //!
 //! Each segment is the shared critical section under a one-try lease lock
-//! ([`SegmentLock`]), held through [`locked::hold`] like every locked
+//! (`SegmentLock`), held through [`locked::hold`] like every locked
 //! strategy.
 //!
 //! Known failure: none for correctness while each segment's lock holds
