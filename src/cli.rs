@@ -1,7 +1,8 @@
-//! The command line: `seckill serve | lab | race | check | report | strategies`.
+//! The command line: `seckill serve | lab | race | bench | check | report | strategies`.
 
 use clap::{Parser, Subcommand};
 
+use crate::bench::BenchArgs;
 use crate::check::CheckArgs;
 use crate::generated::StrategiesArgs;
 use crate::lab::LabArgs;
@@ -45,6 +46,11 @@ pub enum Command {
     /// self-contained HTML page with the comparison chart, and optionally
     /// the chart alone as SVG.
     Report(ReportArgs),
+    /// Measure sustained throughput in a lab of its own: the chosen
+    /// strategies (with and without a per-buyer limit) next to the HTTP
+    /// path, Redis and PostgreSQL alone, each as a ratio to those
+    /// baselines. Exits 1 if a strategy's history check failed.
+    Bench(BenchArgs),
     /// Check a race history (`seckill race --history FILE`) against the
     /// orders in PostgreSQL: every 200 one durable order, every order a
     /// 200 or an unknown outcome, and for safe strategies no oversell, no

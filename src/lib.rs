@@ -40,6 +40,7 @@
 
 pub mod backends;
 pub mod backoff;
+pub mod bench;
 pub mod chart;
 pub mod check;
 pub mod cli;

@@ -15,6 +15,7 @@ async fn main() -> ExitCode {
         Command::Serve(args) => seckill::serve::run(args).await.map(|()| true),
         Command::Lab(args) => seckill::lab::run(args).await.map(|()| true),
         Command::Race(args) => seckill::race::run(args).await,
+        Command::Bench(args) => seckill::bench::run(args).await,
         Command::Check(args) => seckill::check::run(args).await,
         Command::Report(args) => seckill::report::run(args).await.map(|()| true),
         Command::Strategies(args) => seckill::generated::run(&args).map(|()| true),

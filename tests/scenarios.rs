@@ -379,3 +379,54 @@ fn a_failover_loses_a_single_redis_lock_but_not_redlock() {
         }
     }
 }
+
+#[test]
+fn the_bench_measures_every_figure_against_its_baselines() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::NamedTempFile::new().expect("temp file");
+    let status = Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(["bench", "--strategies", "redis-lua,db-atomic"])
+        .args([
+            "--duration-secs",
+            "2",
+            "--warmup-secs",
+            "1",
+            "--concurrency",
+            "16",
+        ])
+        .arg("--json")
+        .arg(out.path())
+        .status()
+        .expect("running seckill bench");
+    assert!(status.success(), "seckill bench exited {status}");
+    let rows: Vec<seckill::bench::BenchRow> =
+        serde_json::from_str(&std::fs::read_to_string(out.path()).expect("json")).expect("rows");
+    let names: Vec<(&str, Option<u32>)> = rows
+        .iter()
+        .map(|r| (r.name.as_str(), r.per_user_limit))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("http", None),
+            ("redis", None),
+            ("postgres", None),
+            ("redis-lua", Some(0)),
+            ("redis-lua", Some(1)),
+            ("db-atomic", Some(0)),
+            ("db-atomic", Some(1)),
+        ]
+    );
+    let http = rows[0].ops_per_sec;
+    for r in &rows {
+        assert!(r.ops_per_sec > 0.0, "{r:?}");
+        // Each ratio is the figure over the same run's baseline.
+        let ratio = r.ops_per_sec / http;
+        assert!((r.vs_http - ratio).abs() < 0.02, "{r:?} vs http {http}");
+        if r.per_user_limit.is_some() {
+            assert_eq!(r.history_ok, Some(true), "{r:?}");
+            assert_eq!(r.oversold, Some(0), "{r:?}");
+            assert!(r.ok_per_sec > 0.0, "it sold: {r:?}");
+        }
+    }
+}

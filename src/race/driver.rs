@@ -340,8 +340,8 @@ fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
     }
 }
 
-/// Nearest-rank percentile of sorted latencies, in ms.
-fn percentile_ms(sorted: &[Duration], q: f64) -> f64 {
+/// Nearest-rank percentile of sorted latencies, in ms (two decimals).
+pub fn percentile_ms(sorted: &[Duration], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -1,0 +1,252 @@
+//! `seckill bench`: sustained throughput of the chosen strategies, side by
+//! side with three baselines measured in the same run — the HTTP path
+//! alone (`GET /healthz` through the same nginx and instances), Redis
+//! alone (the same check-and-decrement script, straight from the bench)
+//! and PostgreSQL alone (the same hot-row `UPDATE`, one statement per
+//! transaction) — each figure also as a ratio to each baseline. This
+//! machine is shared and noisy: absolute numbers move from run to run,
+//! ratios within one run much less.
+//!
+//! Every strategy runs twice, with `per_user_limit` 0 and 1, each request
+//! from a new buyer, for a fixed duration after a warm-up; its history is
+//! checked like every race's (`history_ok`, `oversold`).
+
+mod load;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::lab::durability::{AofFsync, Durability};
+use crate::lab::{Lab, LabArgs};
+use crate::product::{MAX_STOCK, Settings};
+use crate::race::client::Target;
+use crate::race::driver::{Audit, reset, settled_row};
+use crate::strategy::Catalogue;
+use load::Sample;
+
+/// `seckill bench`'s flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Strategies to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "redis-lua,db-atomic")]
+    pub strategies: Vec<String>,
+    /// Instances behind nginx in the lab the bench starts.
+    #[arg(long, default_value_t = 2)]
+    pub instances: usize,
+    /// The lab's persistence (`durable` or `fast`).
+    #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
+    pub durability: Durability,
+    /// Redis's AOF fsync policy in the durable lab.
+    #[arg(long, env = "SECKILL_LAB_REDIS_FSYNC", value_enum, default_value_t)]
+    pub redis_fsync: AofFsync,
+    /// Seconds each figure is measured for.
+    #[arg(long, default_value_t = 10)]
+    pub duration_secs: u64,
+    /// Seconds of load before each measurement, not counted.
+    #[arg(long, default_value_t = 2)]
+    pub warmup_secs: u64,
+    /// Requests (or statements) in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Also write the rows as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// One figure of the bench.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BenchRow {
+    /// `http`, `redis`, `postgres`, or a strategy id.
+    pub name: String,
+    /// The strategy's `per_user_limit` (none for a baseline).
+    pub per_user_limit: Option<u32>,
+    /// Operations per second over the measured window.
+    pub ops_per_sec: f64,
+    /// Of those, successful ones (a sale for a strategy) per second.
+    pub ok_per_sec: f64,
+    /// Median latency.
+    pub p50_ms: f64,
+    /// 99th percentile latency.
+    pub p99_ms: f64,
+    /// `ops_per_sec` over the HTTP path's.
+    pub vs_http: f64,
+    /// `ops_per_sec` over Redis alone.
+    pub vs_redis: f64,
+    /// `ops_per_sec` over PostgreSQL alone.
+    pub vs_postgres: f64,
+    /// A strategy's history check over everything it sold.
+    pub history_ok: Option<bool>,
+    /// A strategy's units sold beyond its stock.
+    pub oversold: Option<i64>,
+    /// Non-successes by error code.
+    pub errors: BTreeMap<String, u64>,
+}
+
+/// Starts a lab, measures, prints the table. `Ok(false)` when a strategy's
+/// history check failed or it oversold.
+pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
+    anyhow::ensure!(args.concurrency > 0, "--concurrency must be at least 1");
+    let catalogue = Catalogue::new();
+    for strategy in &args.strategies {
+        anyhow::ensure!(
+            catalogue.get(strategy).is_some(),
+            "unknown strategy {strategy:?}"
+        );
+    }
+    eprintln!("starting a lab with {} instances…", args.instances);
+    let lab = Lab::start(&LabArgs {
+        durability: args.durability,
+        redis_fsync: args.redis_fsync,
+        ..LabArgs::with_instances(args.instances)
+    })
+    .await?;
+    let result = measure(&args, &lab, &catalogue).await;
+    lab.stop().await;
+    let rows = result?;
+    let mode = match args.durability {
+        Durability::Durable => "durable",
+        Durability::Fast => "fast",
+    };
+    println!(
+        "persistence: {mode} (redis appendfsync {}); {} s per figure after {} s of warm-up, {} in flight",
+        args.redis_fsync.as_str(),
+        args.duration_secs,
+        args.warmup_secs,
+        args.concurrency
+    );
+    print!("{}", render(&rows));
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(rows
+        .iter()
+        .all(|r| r.history_ok != Some(false) && r.oversold.unwrap_or(0) == 0))
+}
+
+async fn measure(
+    args: &BenchArgs,
+    lab: &Lab,
+    catalogue: &Catalogue,
+) -> anyhow::Result<Vec<BenchRow>> {
+    let warmup = Duration::from_secs(args.warmup_secs);
+    let duration = Duration::from_secs(args.duration_secs);
+    let n = args.concurrency;
+    let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, n)?;
+
+    eprintln!("bench: the HTTP path alone");
+    let http = load::http(&gateway, n, warmup, duration).await?;
+    eprintln!("bench: Redis alone");
+    let redis = load::redis(&lab.info.redis_url, n, warmup, duration).await?;
+    eprintln!("bench: PostgreSQL alone");
+    let hot_row = 990_000;
+    reset(
+        &gateway,
+        hot_row,
+        "db-atomic",
+        MAX_STOCK,
+        Settings::default(),
+    )
+    .await?;
+    let postgres = load::postgres(&lab.info.postgres_url, hot_row, n, warmup, duration).await?;
+
+    let baselines = [("http", &http), ("redis", &redis), ("postgres", &postgres)];
+    let base = |sample: &Sample| {
+        [http.rate(), redis.rate(), postgres.rate()].map(|b| sample.rate() / b.max(1e-9))
+    };
+    let mut rows: Vec<BenchRow> = baselines
+        .iter()
+        .map(|(name, sample)| BenchRow {
+            name: (*name).to_owned(),
+            per_user_limit: None,
+            ops_per_sec: round(sample.rate()),
+            ok_per_sec: round(sample.ok_rate()),
+            p50_ms: sample.percentile_ms(0.50),
+            p99_ms: sample.percentile_ms(0.99),
+            vs_http: round(base(sample)[0]),
+            vs_redis: round(base(sample)[1]),
+            vs_postgres: round(base(sample)[2]),
+            history_ok: None,
+            oversold: None,
+            errors: sample.errors.clone(),
+        })
+        .collect();
+
+    let safe = catalogue
+        .all()
+        .filter(|s| s.info().safe)
+        .map(|s| s.info().id.to_owned())
+        .collect();
+    let audit = Audit::connect_lazy(&lab.info.postgres_url, None, safe)?;
+    for (index, strategy) in args.strategies.iter().enumerate() {
+        for limit in [0, 1] {
+            eprintln!("bench: {strategy}, per_user_limit {limit}");
+            let product = 990_001 + 2 * index as i64 + i64::from(limit);
+            let settings = Settings {
+                work_ms: 0,
+                per_user_limit: limit,
+                ..Settings::default()
+            };
+            reset(&gateway, product, strategy, MAX_STOCK, settings).await?;
+            let (sample, attempts, began) =
+                load::buys(&gateway, product, n, warmup, duration).await;
+            let row = settled_row(&gateway, &audit, product, &attempts, began).await?;
+            let ratios = base(&sample);
+            rows.push(BenchRow {
+                name: strategy.clone(),
+                per_user_limit: Some(limit),
+                ops_per_sec: round(sample.rate()),
+                ok_per_sec: round(sample.ok_rate()),
+                p50_ms: sample.percentile_ms(0.50),
+                p99_ms: sample.percentile_ms(0.99),
+                vs_http: round(ratios[0]),
+                vs_redis: round(ratios[1]),
+                vs_postgres: round(ratios[2]),
+                history_ok: row.history_ok,
+                oversold: Some(row.oversold),
+                errors: sample.errors.clone(),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// The rows as an aligned table.
+fn render(rows: &[BenchRow]) -> String {
+    let mut out = format!(
+        "{:<16} {:>5} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}  errors\n",
+        "figure", "limit", "ops/s", "ok/s", "p50_ms", "p99_ms", "×http", "×redis", "×pg", "history"
+    );
+    for r in rows {
+        let limit = r.per_user_limit.map_or("-".to_owned(), |l| l.to_string());
+        let history = match r.history_ok {
+            Some(true) => "ok",
+            Some(false) => "FAIL",
+            None => "-",
+        };
+        let errors: Vec<String> = r.errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push_str(&format!(
+            "{:<16} {:>5} {:>10.0} {:>10.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7}  {}\n",
+            r.name,
+            limit,
+            r.ops_per_sec,
+            r.ok_per_sec,
+            r.p50_ms,
+            r.p99_ms,
+            r.vs_http,
+            r.vs_redis,
+            r.vs_postgres,
+            history,
+            errors.join(" ")
+        ));
+    }
+    out
+}
