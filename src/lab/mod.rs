@@ -19,7 +19,7 @@ mod zookeeper;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use rand::Rng;
@@ -350,7 +350,7 @@ impl Lab {
     /// Polls `ready` until it holds, failing early (with the log) if the
     /// process exits; the process joins the lab either way so it is
     /// cleaned up.
-    async fn wait<F, Fut>(&mut self, process: Managed, mut ready: F) -> anyhow::Result<()>
+    async fn wait<F, Fut>(&mut self, process: Managed, ready: F) -> anyhow::Result<()>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
@@ -361,21 +361,7 @@ impl Lab {
         });
         self.processes.push(process);
         let process = self.processes.last_mut().expect("just pushed");
-        let started = Instant::now();
-        loop {
-            process.ensure_running()?;
-            if ready().await {
-                return Ok(());
-            }
-            if started.elapsed() > READY_TIMEOUT {
-                anyhow::bail!(
-                    "{} not ready after {READY_TIMEOUT:?}; its log ends with:\n{}",
-                    process.name,
-                    process.log_tail()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        process.wait_ready(READY_TIMEOUT, ready).await
     }
 
     /// Sends `signal` to the process called `name`: SIGSTOP freezes it,
@@ -406,19 +392,10 @@ impl Lab {
         if let Some(info) = self.info.processes.iter_mut().find(|p| p.name == name) {
             info.pid = pid;
         }
-        let started = Instant::now();
-        loop {
-            self.processes[index].ensure_running()?;
-            if ready.answers().await {
-                return Ok(());
-            }
-            anyhow::ensure!(
-                started.elapsed() < READY_TIMEOUT,
-                "{name} not ready after a restart; its log ends with:\n{}",
-                self.processes[index].log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        process
+            .wait_ready(READY_TIMEOUT, || ready.answers())
+            .await
+            .with_context(|| format!("restarting {name}"))
     }
 
     /// How to tell that the backend `name` is up again.

@@ -102,6 +102,34 @@ impl Managed {
         Ok(())
     }
 
+    /// Polls `ready` until it holds, failing early (with the log) if the
+    /// process exits, or after `timeout`.
+    pub async fn wait_ready<F, Fut>(
+        &mut self,
+        timeout: Duration,
+        mut ready: F,
+    ) -> anyhow::Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let started = std::time::Instant::now();
+        loop {
+            self.ensure_running()?;
+            if ready().await {
+                return Ok(());
+            }
+            if started.elapsed() > timeout {
+                anyhow::bail!(
+                    "{} not ready after {timeout:?}; its log ends with:\n{}",
+                    self.name,
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The last lines of the log, for error messages.
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

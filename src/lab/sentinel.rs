@@ -116,10 +116,12 @@ impl Topology {
         .await
         .context("making the replica follow the master")?;
         let url = replica.url();
-        wait(&mut replica.process, || async {
-            replication(&url).await.is_ok_and(|r| r.link_up)
-        })
-        .await?;
+        replica
+            .process
+            .wait_ready(READY_TIMEOUT, || async {
+                replication(&url).await.is_ok_and(|r| r.link_up)
+            })
+            .await?;
 
         // After the replica: a sentinel learns of replicas from the
         // master's INFO, which it asks for only every 10 s once started.
@@ -135,7 +137,10 @@ impl Topology {
         }
         for sentinel in &mut sentinels {
             let url = sentinel.url();
-            wait(&mut sentinel.process, || sentinel_sees_all(&url)).await?;
+            sentinel
+                .process
+                .wait_ready(READY_TIMEOUT, || sentinel_sees_all(&url))
+                .await?;
         }
         Ok(Self {
             master,
@@ -321,7 +326,9 @@ async fn redis_node(
         addr: loopback(port),
     };
     let url = node.url();
-    wait(&mut node.process, || server::ready(&url)).await?;
+    node.process
+        .wait_ready(READY_TIMEOUT, || server::ready(&url))
+        .await?;
     Ok(node)
 }
 
@@ -376,30 +383,6 @@ async fn sentinel_sees_all(url: &str) -> bool {
     field("flags") == Some("master")
         && field("num-slaves") == Some("1")
         && field("num-other-sentinels") == Some("2")
-}
-
-/// Polls `ready` until it holds, failing early (with the log) if the
-/// process exits.
-async fn wait<F, Fut>(process: &mut Managed, mut ready: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let started = Instant::now();
-    loop {
-        process.ensure_running()?;
-        if ready().await {
-            return Ok(());
-        }
-        if started.elapsed() > READY_TIMEOUT {
-            anyhow::bail!(
-                "{} not ready after {READY_TIMEOUT:?}; its log ends with:\n{}",
-                process.name,
-                process.log_tail()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// One command on a fresh connection: these are rare control calls, and a
