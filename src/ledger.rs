@@ -65,8 +65,9 @@ pub async fn compute(
     products: &[Product],
 ) -> Result<Vec<Ledger>, BackendError> {
     let in_stream = stream_orders(backends).await?;
+    let unknown = unknown_counts(backends, products).await?;
     let mut ledgers = Vec::with_capacity(products.len());
-    for product in products {
+    for (product, unknown) in products.iter().zip(unknown) {
         let pending_ids = in_stream
             .get(&(product.id, product.epoch))
             .cloned()
@@ -86,12 +87,6 @@ pub async fn compute(
             None => StockLayout::Redis(vec![keys::stock(product.id)]),
         };
         let remaining = remaining(backends, product.id, layout).await?;
-        let unknown: Option<i64> = backends
-            .redis
-            .get()
-            .await?
-            .get(keys::unknown(product.id, product.epoch))
-            .await?;
         let sold = in_table + pending;
         let taken = product.initial - remaining;
         ledgers.push(Ledger {
@@ -125,6 +120,28 @@ async fn stream_orders(backends: &Backends) -> Result<StreamOrders, BackendError
             .push(order.order_id);
     }
     Ok(grouped)
+}
+
+/// Each product's count of `outcome_unknown` answers, in one round trip
+/// for all of them (the dashboard asks for every product every second).
+async fn unknown_counts(
+    backends: &Backends,
+    products: &[Product],
+) -> Result<Vec<Option<i64>>, BackendError> {
+    if products.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<String> = products
+        .iter()
+        .map(|p| keys::unknown(p.id, p.epoch))
+        .collect();
+    let mut conn = backends.redis.get().await?;
+    // The raw command: redis-rs's `mget` helper sends GET for a single key,
+    // whose answer is not a list.
+    Ok(redis::cmd("MGET")
+        .arg(&names)
+        .query_async(&mut *conn)
+        .await?)
 }
 
 /// The strategy's own stock: the sum of its Redis counters, or the row.

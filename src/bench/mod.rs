@@ -107,12 +107,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     let result = measure(&args, &lab, &catalogue).await;
     lab.stop().await;
     let rows = result?;
-    let mode = match args.durability {
-        Durability::Durable => "durable",
-        Durability::Fast => "fast",
-    };
     println!(
-        "persistence: {mode} (redis appendfsync {}); {} s per figure after {} s of warm-up, {} in flight",
+        "persistence: {} (redis appendfsync {}); {} s per figure after {} s of warm-up, {} in flight",
+        args.durability.as_str(),
         args.redis_fsync.as_str(),
         args.duration_secs,
         args.warmup_secs,
@@ -154,26 +151,10 @@ async fn measure(
     .await?;
     let postgres = load::postgres(&lab.info.postgres_url, hot_row, n, warmup, duration).await?;
 
-    let baselines = [("http", &http), ("redis", &redis), ("postgres", &postgres)];
-    let base = |sample: &Sample| {
-        [http.rate(), redis.rate(), postgres.rate()].map(|b| sample.rate() / b.max(1e-9))
-    };
-    let mut rows: Vec<BenchRow> = baselines
-        .iter()
-        .map(|(name, sample)| BenchRow {
-            name: (*name).to_owned(),
-            per_user_limit: None,
-            ops_per_sec: round(sample.rate()),
-            ok_per_sec: round(sample.ok_rate()),
-            p50_ms: sample.percentile_ms(0.50),
-            p99_ms: sample.percentile_ms(0.99),
-            vs_http: round(base(sample)[0]),
-            vs_redis: round(base(sample)[1]),
-            vs_postgres: round(base(sample)[2]),
-            history_ok: None,
-            oversold: None,
-            errors: sample.errors.clone(),
-        })
+    let bases = [http.rate(), redis.rate(), postgres.rate()];
+    let mut rows: Vec<BenchRow> = [("http", &http), ("redis", &redis), ("postgres", &postgres)]
+        .into_iter()
+        .map(|(name, sample)| BenchRow::of(name, None, sample, bases))
         .collect();
 
     let safe = catalogue
@@ -195,24 +176,36 @@ async fn measure(
             let (sample, attempts, began) =
                 load::buys(&gateway, product, n, warmup, duration).await;
             let row = settled_row(&gateway, &audit, product, &attempts, began).await?;
-            let ratios = base(&sample);
             rows.push(BenchRow {
-                name: strategy.clone(),
-                per_user_limit: Some(limit),
-                ops_per_sec: round(sample.rate()),
-                ok_per_sec: round(sample.ok_rate()),
-                p50_ms: sample.percentile_ms(0.50),
-                p99_ms: sample.percentile_ms(0.99),
-                vs_http: round(ratios[0]),
-                vs_redis: round(ratios[1]),
-                vs_postgres: round(ratios[2]),
                 history_ok: row.history_ok,
                 oversold: Some(row.oversold),
-                errors: sample.errors.clone(),
+                ..BenchRow::of(strategy, Some(limit), &sample, bases)
             });
         }
     }
     Ok(rows)
+}
+
+impl BenchRow {
+    /// The row of `sample`, its rate over each of `bases` (the HTTP path,
+    /// Redis, PostgreSQL); no history.
+    fn of(name: &str, per_user_limit: Option<u32>, sample: &Sample, bases: [f64; 3]) -> Self {
+        let [vs_http, vs_redis, vs_postgres] = bases.map(|b| round(sample.rate() / b.max(1e-9)));
+        Self {
+            name: name.to_owned(),
+            per_user_limit,
+            ops_per_sec: round(sample.rate()),
+            ok_per_sec: round(sample.ok_rate()),
+            p50_ms: sample.percentile_ms(0.50),
+            p99_ms: sample.percentile_ms(0.99),
+            vs_http,
+            vs_redis,
+            vs_postgres,
+            history_ok: None,
+            oversold: None,
+            errors: sample.errors.clone(),
+        }
+    }
 }
 
 fn round(x: f64) -> f64 {

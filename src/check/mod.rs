@@ -108,7 +108,12 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
     let mut unknown_ids = HashSet::new();
     let mut unknown_buyers = HashSet::new();
     let mut unknown = 0;
+    // Requests per buyer that sold or may have: the most orders each may hold.
+    let mut requests: HashMap<&str, u64> = HashMap::new();
     for event in &race.events {
+        if event.completion != Completion::Fail {
+            *requests.entry(event.buyer.as_str()).or_default() += 1;
+        }
         match event.completion {
             Completion::Ok => {
                 let Some(id) = event.order_id else {
@@ -140,12 +145,6 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
         ok_ids.values().map(|n| n.saturating_sub(1)).sum(),
     );
 
-    let mut requests: HashMap<&str, u64> = HashMap::new();
-    for event in &race.events {
-        if event.completion != Completion::Fail {
-            *requests.entry(event.buyer.as_str()).or_default() += 1;
-        }
-    }
     let mut unknown_sold = 0;
     let mut per_buyer: HashMap<&str, u64> = HashMap::new();
     for order in orders {

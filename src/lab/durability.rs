@@ -23,6 +23,16 @@ pub enum Durability {
     Fast,
 }
 
+impl Durability {
+    /// The mode's name, as the flag takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Durable => "durable",
+            Self::Fast => "fast",
+        }
+    }
+}
+
 /// Redis's AOF fsync policy in the durable mode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

@@ -507,8 +507,8 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
             );
         }
         println!(
-            "  durability   {:?} (redis appendfsync {})",
-            lab.info.durability,
+            "  durability   {} (redis appendfsync {})",
+            lab.info.durability.as_str(),
             lab.info.redis_fsync.as_str()
         );
         println!("  logs         {}", lab.info.dir.display());

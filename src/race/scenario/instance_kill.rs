@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::{Ctx, ScenarioRow, fault};
+use super::{Ctx, ScenarioRow, fault, met};
+use crate::info::Expect;
 use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
@@ -58,11 +59,8 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 let row = ctx
                     .scripted_row(&gateway, product, &attempts, started)
                     .await?;
-                let met = crate::check::truthful(&row.violations)
-                    && row.oversold == 0
-                    && row.client_ok + row.unknown_sold == row.sold;
                 Ok(ScenarioRow {
-                    met,
+                    met: met(Expect::NoOversell, &row),
                     expected: "in-flight buys on the dead instance are unknown, none replayed, \
                                every 200 has its order"
                         .to_owned(),
