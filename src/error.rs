@@ -13,6 +13,9 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 /// The header naming the layer that answered 429.
 pub const LIMITED_BY: &str = "x-limited-by";
 
+/// How a Redis error's text begins (see [`BackendError::Redis`]).
+const REDIS_PREFIX: &str = "redis: ";
+
 /// A failure of a backend (Redis, PostgreSQL) while serving a request.
 ///
 /// Strategies return this for infrastructure trouble only; "sold out" and
@@ -20,7 +23,7 @@ pub const LIMITED_BY: &str = "x-limited-by";
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// Redis refused, timed out or dropped the connection.
-    #[error("redis: {0}")]
+    #[error("redis: {0}")] // REDIS_PREFIX
     Redis(#[from] redis::RedisError),
     /// The Redis pool could not hand out a connection.
     #[error("redis pool: {0}")]
@@ -46,6 +49,11 @@ pub enum BackendError {
     /// have happened. Made only by [`BackendError::at_commit`].
     #[error("outcome unknown: {0}")]
     OutcomeUnknown(String),
+    /// The step that sold to a whole group failed for a reason that is
+    /// not the connection's: this buyer's copy (see
+    /// [`BackendError::for_another`]).
+    #[error("the group's step failed: {0}")]
+    Group(String),
 }
 
 impl BackendError {
@@ -75,7 +83,38 @@ impl BackendError {
             }
             Self::RedisPool(_) | Self::ZooKeeper(_) | Self::Unavailable(_) => true,
             Self::Postgres(e) => pg_transport(e),
-            Self::Task(_) | Self::Corrupt(_) | Self::OutcomeUnknown(_) => false,
+            Self::Task(_) | Self::Corrupt(_) | Self::OutcomeUnknown(_) | Self::Group(_) => false,
+        }
+    }
+
+    /// The same failure for one more buyer of a group whose step failed.
+    /// Errors are not `Clone`; each buyer gets a copy that answers as the
+    /// original would (`outcome_unknown`, `unavailable` or `backend`),
+    /// with its text.
+    #[must_use]
+    pub fn for_another(&self) -> Self {
+        match self {
+            Self::OutcomeUnknown(cause) => Self::OutcomeUnknown(cause.clone()),
+            error if error.is_transport() => Self::Unavailable(error.to_string()),
+            error => Self::Group(error.to_string()),
+        }
+    }
+
+    /// Redis's connection is broken (or answers for a server that is no
+    /// longer the master, `READONLY`), also when this was the selling step
+    /// and became an unknown outcome: whoever shares that connection must
+    /// stop using it ([`crate::backends::lane::Lane::retire`]).
+    pub fn breaks_redis_connection(&self) -> bool {
+        match self {
+            Self::Redis(e) => {
+                e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.code() == Some("READONLY")
+            }
+            // Made from the Redis error's own text by `at_commit`.
+            Self::OutcomeUnknown(cause) => cause.starts_with(REDIS_PREFIX),
+            _ => false,
         }
     }
 
@@ -342,6 +381,28 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_broken_redis_connection_is_known_also_after_an_unknown_outcome() {
+        let broken = || {
+            BackendError::Redis(redis::RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::BrokenPipe,
+            )))
+        };
+        assert!(broken().breaks_redis_connection());
+        let unknown = broken().at_commit();
+        assert!(matches!(unknown, BackendError::OutcomeUnknown(_)));
+        assert!(unknown.breaks_redis_connection());
+        let postgres = BackendError::Postgres(sqlx::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::BrokenPipe,
+        )));
+        assert!(!postgres.at_commit().breaks_redis_connection());
+        let refused = BackendError::Redis(redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
+            "READONLY",
+        )));
+        assert!(refused.breaks_redis_connection() && !refused.is_transport());
+    }
 
     /// One error of each kind. The `match` has no wildcard arm, so a new
     /// variant does not compile until it is listed here too.

@@ -1,8 +1,15 @@
 //! The product store: loading a product on the buy path and resetting it
 //! in every backend.
 //!
-//! PostgreSQL holds the authoritative row; Redis holds a JSON copy that the
-//! buy path reads in one round trip, refilled from PostgreSQL on a miss.
+//! PostgreSQL holds the authoritative row; Redis holds a JSON copy,
+//! refilled from PostgreSQL on a miss; each instance keeps its own copy of
+//! that ([`ProductCache`]), so a buy reads its product without a round
+//! trip.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
@@ -23,6 +30,85 @@ pub fn validate(request: &ResetRequest, catalogue: &Catalogue) -> Result<(), Inv
         )));
     }
     request.validate()
+}
+
+/// How long an instance trusts its copy of a product without hearing of a
+/// reset. Resets are broadcast and acknowledged before they return (the
+/// `soldout` module), and a lost subscription forgets every copy, so this
+/// only bounds what a lost message could cost.
+pub const CACHE_TTL: Duration = Duration::from_secs(2);
+
+/// This instance's copies of the products it sells. Before the cache,
+/// every buy read its product from Redis: a round trip per sale for
+/// settings that change only on a reset.
+#[derive(Default)]
+pub struct ProductCache {
+    /// A std mutex: held for one map operation, never across an await.
+    products: Mutex<HashMap<i64, (Instant, Arc<Product>)>>,
+    /// Bumped by every forget: a copy read before a reset must not be
+    /// stored after the reset forgot the old one.
+    forgets: AtomicU64,
+}
+
+/// A cache miss: what [`ProductCache::put`] needs to know whether a reset
+/// came in between.
+pub struct Miss(u64);
+
+impl ProductCache {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (Instant, Arc<Product>)>> {
+        self.products.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The fresh copy of product `id`, or the [`Miss`] to fill it with.
+    pub fn get(&self, id: i64) -> Result<Arc<Product>, Miss> {
+        let miss = Miss(self.forgets.load(Ordering::Acquire));
+        match self.map().get(&id) {
+            Some((since, product)) if since.elapsed() < CACHE_TTL => Ok(product.clone()),
+            _ => Err(miss),
+        }
+    }
+
+    /// Keeps `product`, unless a reset was heard since the `miss`.
+    pub fn put(&self, miss: Miss, product: Arc<Product>) {
+        let mut map = self.map();
+        if self.forgets.load(Ordering::Acquire) == miss.0 {
+            map.insert(product.id, (Instant::now(), product));
+        }
+    }
+
+    /// Forgets product `id` (it was reset).
+    pub fn forget(&self, id: i64) {
+        let mut map = self.map();
+        self.forgets.fetch_add(1, Ordering::AcqRel);
+        map.remove(&id);
+    }
+
+    /// Forgets every product (resets may have been missed).
+    pub fn forget_all(&self) {
+        let mut map = self.map();
+        self.forgets.fetch_add(1, Ordering::AcqRel);
+        map.clear();
+    }
+}
+
+/// The product for a buy: this instance's copy, or [`load`]'s (then
+/// kept).
+pub async fn cached(
+    cache: &ProductCache,
+    backends: &Backends,
+    conn: &mut MultiplexedConnection,
+    id: i64,
+) -> Result<Option<Arc<Product>>, BackendError> {
+    let miss = match cache.get(id) {
+        Ok(product) => return Ok(Some(product)),
+        Err(miss) => miss,
+    };
+    let Some(product) = load(backends, conn, id).await? else {
+        return Ok(None);
+    };
+    let product = Arc::new(product);
+    cache.put(miss, product.clone());
+    Ok(Some(product))
 }
 
 /// The product for a buy or a ledger read; `None` if it was never created.
@@ -191,7 +277,40 @@ fn to_json(product: &Product) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::*;
+
+    fn product(id: i64, epoch: i64) -> Arc<Product> {
+        Arc::new(Product {
+            id,
+            strategy: "redis-lua".into(),
+            settings: Settings::default(),
+            initial: 10,
+            epoch,
+        })
+    }
+
+    #[test]
+    fn a_copy_read_before_a_reset_is_not_kept_after_it() {
+        let cache = ProductCache::default();
+        let Err(miss) = cache.get(1) else {
+            panic!("an empty cache hit")
+        };
+        cache.put(miss, product(1, 1));
+        assert_eq!(cache.get(1).ok().map(|p| p.epoch), Some(1));
+        let Err(stale) = cache.get(2) else {
+            panic!("product 2 was never kept")
+        };
+        cache.forget(1);
+        assert!(cache.get(1).is_err());
+        cache.put(stale, product(2, 1));
+        assert!(cache.get(2).is_err(), "kept a copy read before the reset");
+        let Err(miss) = cache.get(2) else {
+            panic!("forgotten")
+        };
+        cache.put(miss, product(2, 2));
+        cache.forget_all();
+        assert!(cache.get(2).is_err());
+    }
 
     #[test]
     fn stock_splits_evenly_with_the_remainder_spread() {

@@ -11,9 +11,8 @@ use crate::product::Product;
 
 /// Everything one buy needs.
 pub struct BuyCtx<'a> {
-    /// A Redis connection taken from the pool once for the whole buy.
-    /// Multiplexed, so clones share it; taking it once matters because
-    /// deadpool-redis pings a connection on every checkout.
+    /// The instance's shared Redis connection (the buy path's lane):
+    /// multiplexed, so every concurrent buy pipelines on it.
     pub redis: redis::aio::MultiplexedConnection,
     /// When the buy began: spinning locks back off by how long it has
     /// waited.

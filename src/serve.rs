@@ -12,13 +12,14 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::backends::Backends;
+use crate::backends::lane::Lane;
 use crate::backends::master::MainRedis;
 use crate::backends::redlock::Master;
 use crate::backends::zookeeper::ZkSession;
 use crate::edge::EdgeArgs;
 use crate::http::{AppState, router};
 use crate::orders::writer;
-use crate::soldout::{self, SoldOutFlags};
+use crate::soldout::{self, Memory};
 use crate::telemetry;
 
 /// Configuration of one instance; every flag has an environment fallback.
@@ -103,10 +104,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         consumer,
         stopping.clone(),
     ));
-    let sold_out = Arc::new(SoldOutFlags::default());
+    let memory = Arc::new(Memory::default());
     let listener_task = tokio::spawn(soldout::listen(
         backends.redis_client.clone(),
-        sold_out.clone(),
+        memory.clone(),
         stopping.clone(),
     ));
     let metrics = telemetry::install();
@@ -116,7 +117,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         instance.clone(),
         args.admin_token,
         args.edge,
-        sold_out,
+        memory,
         metrics,
     );
     tracing::info!(%instance, listen = %listener.local_addr()?, "serving");
@@ -207,6 +208,7 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
     };
     Ok(Backends {
         redis,
+        lane: Arc::new(Lane::new(main.clone())),
         redis_client: main,
         pg,
         redlock: Arc::new(redlock),

@@ -10,6 +10,9 @@
 //! acknowledgements as Redis counted receivers. A flag also expires by
 //! itself after [`FLAG_TTL`], so a message lost to a broken subscription
 //! costs at most that long.
+//!
+//! The same message makes every instance forget its copy of the product
+//! ([`ProductCache`]): an instance's [`Memory`] is forgotten as one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +25,7 @@ use uuid::Uuid;
 
 use crate::backends::master::MainRedis;
 use crate::error::BackendError;
+use crate::products::ProductCache;
 
 /// The channel resets are announced on.
 pub const RESETS: &str = "seckill:resets";
@@ -33,28 +37,56 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(2);
 /// Redis connection's 500 ms response timeout.
 const ACK_BLOCK_SECS: f64 = 0.2;
 
-/// Products this instance knows to be sold out, with when it learned it.
+/// What an instance remembers about products between requests, and
+/// forgets as one when a product is reset.
+#[derive(Default)]
+pub struct Memory {
+    /// Products seen sold out.
+    pub sold_out: SoldOutFlags,
+    /// Copies of the products.
+    pub products: ProductCache,
+}
+
+impl Memory {
+    /// Forgets product `id` (it was reset).
+    pub fn forget(&self, id: i64) {
+        self.sold_out.clear(id);
+        self.products.forget(id);
+    }
+
+    /// Forgets every product (the subscription was lost: resets may have
+    /// been missed).
+    pub fn forget_all(&self) {
+        self.sold_out.clear_all();
+        self.products.forget_all();
+    }
+}
+
+/// Products this instance knows to be sold out: when it learned it, and
+/// of which reset (a sale of the old stock that ends after a reset must
+/// not flag the new).
 #[derive(Default)]
 pub struct SoldOutFlags {
     /// A std mutex: held for one map operation, never across an await.
-    flags: Mutex<HashMap<i64, Instant>>,
+    flags: Mutex<HashMap<i64, (Instant, i64)>>,
 }
 
 impl SoldOutFlags {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Instant>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (Instant, i64)>> {
         self.flags.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether the product is known sold out (and the knowledge is fresh).
-    pub fn is_sold_out(&self, id: i64) -> bool {
+    /// Whether reset `epoch` of the product is known sold out (and the
+    /// knowledge is fresh).
+    pub fn is_sold_out(&self, id: i64, epoch: i64) -> bool {
         self.map()
             .get(&id)
-            .is_some_and(|since| since.elapsed() < FLAG_TTL)
+            .is_some_and(|(since, flagged)| *flagged == epoch && since.elapsed() < FLAG_TTL)
     }
 
-    /// Remembers that the product sold out.
-    pub fn mark(&self, id: i64) {
-        self.map().insert(id, Instant::now());
+    /// Remembers that reset `epoch` of the product sold out.
+    pub fn mark(&self, id: i64, epoch: i64) {
+        self.map().insert(id, (Instant::now(), epoch));
     }
 
     /// Forgets the product's flag (it was reset).
@@ -62,8 +94,7 @@ impl SoldOutFlags {
         self.map().remove(&id);
     }
 
-    /// Forgets every flag (the subscription was lost: resets may have been
-    /// missed).
+    /// Forgets every flag.
     pub fn clear_all(&self) {
         self.map().clear();
     }
@@ -73,29 +104,29 @@ impl SoldOutFlags {
 /// acknowledging; reconnects after a lost subscription.
 pub async fn listen(
     client: MainRedis,
-    flags: Arc<SoldOutFlags>,
+    memory: Arc<Memory>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     while !*shutdown.borrow() {
         tokio::select! {
-            result = listen_once(&client, &flags) => {
+            result = listen_once(&client, &memory) => {
                 if let Err(error) = result {
                     tracing::warn!(%error, "reset listener lost its subscription; reconnecting");
                 }
             }
             _ = shutdown.changed() => return,
         }
-        flags.clear_all();
+        memory.forget_all();
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
-async fn listen_once(client: &MainRedis, flags: &SoldOutFlags) -> Result<(), BackendError> {
+async fn listen_once(client: &MainRedis, memory: &Memory) -> Result<(), BackendError> {
     let mut acks = client.get_multiplexed_async_connection().await?;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(RESETS).await?;
-    // Anything flagged before this subscription may have missed a reset.
-    flags.clear_all();
+    // Anything remembered before this subscription may have missed a reset.
+    memory.forget_all();
     let mut messages = pubsub.on_message();
     while let Some(message) = messages.next().await {
         let Ok(payload) = message.get_payload::<String>() else {
@@ -105,7 +136,7 @@ async fn listen_once(client: &MainRedis, flags: &SoldOutFlags) -> Result<(), Bac
             continue;
         };
         if let Ok(id) = id.parse::<i64>() {
-            flags.clear(id);
+            memory.forget(id);
         }
         let key = ack_key(token);
         redis::pipe()
@@ -160,14 +191,15 @@ mod tests {
     #[test]
     fn flags_mark_clear_and_forget() {
         let flags = SoldOutFlags::default();
-        assert!(!flags.is_sold_out(1));
-        flags.mark(1);
-        flags.mark(2);
-        assert!(flags.is_sold_out(1));
+        assert!(!flags.is_sold_out(1, 1));
+        flags.mark(1, 1);
+        flags.mark(2, 1);
+        assert!(flags.is_sold_out(1, 1));
+        assert!(!flags.is_sold_out(1, 2), "a flag of the old stock");
         flags.clear(1);
-        assert!(!flags.is_sold_out(1));
-        assert!(flags.is_sold_out(2));
+        assert!(!flags.is_sold_out(1, 1));
+        assert!(flags.is_sold_out(2, 1));
         flags.clear_all();
-        assert!(!flags.is_sold_out(2));
+        assert!(!flags.is_sold_out(2, 1));
     }
 }

@@ -25,6 +25,12 @@ pub const WRITER_BATCH: &str = "seckill_order_writer_batch_size";
 /// Age of an order when the writer stored it in PostgreSQL (from its
 /// stream id's timestamp to the commit).
 pub const WRITER_LAG: &str = "seckill_order_writer_lag_seconds";
+/// Buyers per group a group-commit strategy sold in one step, by
+/// strategy.
+pub const GROUP_SIZE: &str = "seckill_group_size";
+/// How long a buyer of a group-commit strategy waited in its queue for
+/// its group to start, by strategy.
+pub const GROUP_WAIT: &str = "seckill_group_wait_seconds";
 /// Requests the instance turned away before any strategy ran, by reason
 /// (`rate_limited`, `overloaded`, `timeout`).
 pub const REJECTED: &str = "seckill_rejected_total";
@@ -33,7 +39,7 @@ pub const REJECTED: &str = "seckill_rejected_total";
 const SECONDS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
-/// Batch-size buckets, up to the writer's batch limit.
+/// Batch-size buckets, up to the writer's batch limit (and the groups').
 const BATCH: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0];
 
 /// Installs the process-wide recorder once (tests may start several
@@ -45,6 +51,7 @@ pub fn install() -> PrometheusHandle {
             let handle = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)
                 .and_then(|b| b.set_buckets_for_metric(Matcher::Full(WRITER_BATCH.into()), BATCH))
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Full(GROUP_SIZE.into()), BATCH))
                 .expect("the buckets are not empty")
                 .install_recorder()
                 .expect("the only recorder of this process");
@@ -86,6 +93,16 @@ fn describe() {
         "Age of an order when the writer stored it."
     );
     describe_counter!(REJECTED, "Requests turned away before any strategy ran.");
+    describe_histogram!(
+        GROUP_SIZE,
+        metrics::Unit::Count,
+        "Buyers sold in one group-commit step."
+    );
+    describe_histogram!(
+        GROUP_WAIT,
+        metrics::Unit::Seconds,
+        "Time a buyer waited for its group to start."
+    );
 }
 
 /// One buy's outcome (`sold`, `sold_out`, `limit_reached`, `busy`,
@@ -118,6 +135,16 @@ pub async fn holding<T>(
 pub fn writer_batch(orders: usize, oldest: Duration) {
     histogram!(WRITER_BATCH).record(orders as f64);
     histogram!(WRITER_LAG).record(oldest.as_secs_f64());
+}
+
+/// A group of `size` buyers began its step under `strategy`; `waits`
+/// are how long each of them queued for it.
+pub fn group(strategy: &'static str, size: usize, waits: impl Iterator<Item = Duration>) {
+    histogram!(GROUP_SIZE, "strategy" => strategy).record(size as f64);
+    let wait = histogram!(GROUP_WAIT, "strategy" => strategy);
+    for waited in waits {
+        wait.record(waited.as_secs_f64());
+    }
 }
 
 /// A request turned away by the instance's edge.

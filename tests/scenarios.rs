@@ -385,7 +385,7 @@ fn the_bench_measures_every_figure_against_its_baselines() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let out = tempfile::NamedTempFile::new().expect("temp file");
     let status = Command::new(env!("CARGO_BIN_EXE_seckill"))
-        .args(["bench", "--strategies", "redis-lua,db-atomic"])
+        .args(["bench", "--strategies", "redis-group,db-group"])
         .args([
             "--duration-secs",
             "2",
@@ -411,11 +411,19 @@ fn the_bench_measures_every_figure_against_its_baselines() {
             ("http", None),
             ("redis", None),
             ("postgres", None),
-            ("redis-lua", Some(0)),
-            ("redis-lua", Some(1)),
-            ("db-atomic", Some(0)),
-            ("db-atomic", Some(1)),
+            ("sold-out", None),
+            ("redis-group", Some(0)),
+            ("redis-group", Some(1)),
+            ("db-group", Some(0)),
+            ("db-group", Some(1)),
         ]
+    );
+    let sold_out = &rows[3];
+    assert_eq!(sold_out.ok_per_sec, 0.0, "{sold_out:?}");
+    assert_eq!(
+        sold_out.errors.keys().collect::<Vec<_>>(),
+        ["sold_out"],
+        "{sold_out:?}"
     );
     let http = rows[0].ops_per_sec;
     for r in &rows {

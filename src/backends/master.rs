@@ -18,9 +18,11 @@
 //! round trip either way — and drops a connection whose server is no
 //! longer the master.
 //!
-//! What is not followed: a buy keeps the one connection it checked out
-//! (see `BuyCtx` in the `sale` module), so a buy in flight when its master dies
-//! fails with it instead of carrying on against the new master.
+//! The buy path does not use the pool: it shares one connection
+//! ([`super::lane::Lane`]), retired on a broken connection or a
+//! `READONLY` answer, so it too follows a promotion, from the next buy on.
+//! A buy in flight when its master dies fails with it instead of carrying
+//! on against the new master.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,6 +97,20 @@ impl MainRedis {
     ) -> RedisResult<MultiplexedConnection> {
         self.client()
             .await?
+            .get_multiplexed_async_connection_with_config(config)
+            .await
+    }
+
+    /// A new multiplexed connection to the master now, speaking
+    /// `protocol`, with `config`'s timeouts and push sender (RESP3 only).
+    pub async fn connect(
+        &self,
+        protocol: redis::ProtocolVersion,
+        config: &AsyncConnectionConfig,
+    ) -> RedisResult<MultiplexedConnection> {
+        let info = self.client().await?.get_connection_info().clone();
+        let settings = info.redis_settings().clone().set_protocol(protocol);
+        redis::Client::open(info.set_redis_settings(settings))?
             .get_multiplexed_async_connection_with_config(config)
             .await
     }

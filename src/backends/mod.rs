@@ -2,6 +2,7 @@
 //! masters, ZooKeeper — and [`Footprint`], what a product leaves in them.
 //! Handles only: no knowledge of products, locks or strategies.
 
+pub mod lane;
 pub mod lease;
 pub mod master;
 pub mod persistence;
@@ -20,6 +21,8 @@ pub struct Backends {
     /// Pooled multiplexed connections to the main Redis (its master of
     /// the moment, when it is found through sentinels).
     pub redis: master::RedisPool,
+    /// The buy path's one shared connection to the same Redis.
+    pub lane: Arc<lane::Lane>,
     /// The same Redis, for what a pool cannot do (Pub/Sub subscriptions,
     /// the order writer's blocking reads).
     pub redis_client: master::MainRedis,

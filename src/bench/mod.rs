@@ -7,6 +7,9 @@
 //! machine is shared and noisy: absolute numbers move from run to run,
 //! ratios within one run much less.
 //!
+//! A fourth figure is the answer after a sale is over: buys of a product
+//! with no stock, `sold_out` from each instance's memory.
+//!
 //! Every strategy runs twice, with `per_user_limit` 0 and 1, each request
 //! from a new buyer, for a fixed duration after a warm-up; its history is
 //! checked like every race's (`history_ok`, `oversold`).
@@ -32,7 +35,11 @@ use load::Sample;
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Strategies to measure, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "redis-lua,db-atomic")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "redis-lua,redis-group,db-atomic,db-group"
+    )]
     pub strategies: Vec<String>,
     /// Instances behind nginx in the lab the bench starts.
     #[arg(long, default_value_t = 2)]
@@ -151,11 +158,21 @@ async fn measure(
     .await?;
     let postgres = load::postgres(&lab.info.postgres_url, hot_row, n, warmup, duration).await?;
 
+    eprintln!("bench: sold-out answers");
+    let sold_out = 990_999;
+    reset(&gateway, sold_out, "redis-lua", 0, Settings::default()).await?;
+    let (sold_out, _, _) = load::buys(&gateway, sold_out, n, warmup, duration).await;
+
     let bases = [http.rate(), redis.rate(), postgres.rate()];
-    let mut rows: Vec<BenchRow> = [("http", &http), ("redis", &redis), ("postgres", &postgres)]
-        .into_iter()
-        .map(|(name, sample)| BenchRow::of(name, None, sample, bases))
-        .collect();
+    let mut rows: Vec<BenchRow> = [
+        ("http", &http),
+        ("redis", &redis),
+        ("postgres", &postgres),
+        ("sold-out", &sold_out),
+    ]
+    .into_iter()
+    .map(|(name, sample)| BenchRow::of(name, None, sample, bases))
+    .collect();
 
     let safe = catalogue
         .all()

@@ -41,9 +41,10 @@ pub async fn reset(
     let Json(request) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     products::validate(&request, app.catalogue())?;
     let product = products::reset(app.backends(), app.catalogue(), id, &request).await?;
-    // Every instance forgets the product's sold-out flag before the reset
-    // answers, so nobody refuses the new stock.
-    app.inner.sold_out.clear(id);
+    // Every instance forgets the product's sold-out flag and its copy of
+    // the product before the reset answers, so nobody refuses the new
+    // stock or sells at the old reset.
+    app.inner.memory.forget(id);
     soldout::broadcast_reset(&mut *app.redis().await?, id).await?;
     tracing::info!(product = id, strategy = %product.strategy, stock = product.initial, epoch = product.epoch, "product reset");
     Ok(Json(product))

@@ -14,6 +14,7 @@ use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::AppState;
+use crate::backends::lane::LaneConn;
 use crate::error::{ApiError, BackendError, ErrorBody};
 use crate::idempotency::{self, Claim, Claimed, Sold};
 use crate::orders::Order;
@@ -83,18 +84,24 @@ pub async fn buy(
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let user = buyer(&headers, query.user)?;
     let key = idempotency::parse(&headers)?;
+    let memory = &app.inner.memory;
     // After the sale is over, this is nearly every request: answered from
     // memory, no backend touched. A retry with a key may be asking for an
     // order it already has, so it goes on to look.
-    if key.is_none() && app.inner.sold_out.is_sold_out(id) {
+    if key.is_none()
+        && let Ok(product) = memory.products.get(id)
+        && memory.sold_out.is_sold_out(id, product.epoch)
+    {
         telemetry::sold_out_flag();
         return Err(ApiError::SoldOut);
     }
-    // One pool checkout per buy; every command below shares it.
-    let pooled = app.redis().await?;
-    let mut redis = (*pooled).clone();
-    let product = products::load(app.backends(), &mut redis, id)
-        .await?
+    // The instance's one shared Redis connection (see `Lane`); every
+    // command of this buy pipelines on it with everyone else's.
+    let lane = app.backends().lane.get().await?;
+    let mut redis = lane.conn.clone();
+    let product = products::cached(&memory.products, app.backends(), &mut redis, id)
+        .await
+        .inspect_err(|error| app.backends().lane.retire(&lane, error))?
         .ok_or(ApiError::UnknownProduct(id))?;
     let strategy = app
         .catalogue()
@@ -153,7 +160,7 @@ pub async fn buy(
         strategy = %product.strategy,
     );
     let sale = tokio::spawn(
-        sell(app.clone(), strategy, redis, product, order, claim, started).instrument(span),
+        sell(app.clone(), strategy, lane, product, order, claim, started).instrument(span),
     );
     let sold = sale
         .await
@@ -167,12 +174,13 @@ pub async fn buy(
 async fn sell(
     app: AppState,
     strategy: Arc<dyn Sells>,
-    mut redis: redis::aio::MultiplexedConnection,
-    product: Product,
+    lane: LaneConn,
+    product: Arc<Product>,
     order: Order,
     claim: Option<Claim>,
     started: Instant,
 ) -> Result<Sold, ApiError> {
+    let mut redis = lane.conn.clone();
     let ctx = BuyCtx {
         started,
         redis: redis.clone(),
@@ -181,6 +189,9 @@ async fn sell(
         backends: app.backends(),
     };
     let outcome = strategy.buy(&ctx).await;
+    if let Err(error) = &outcome {
+        app.backends().lane.retire(&lane, error);
+    }
     let label = outcome.as_ref().map_or("error", Outcome::label);
     telemetry::buy(strategy.info().id, label);
     tracing::debug!(outcome = label, "buy done");
@@ -203,7 +214,7 @@ async fn sell(
             return Ok(sold);
         }
         Ok(Outcome::SoldOut) => {
-            app.inner.sold_out.mark(product.id);
+            app.inner.memory.sold_out.mark(product.id, product.epoch);
             ApiError::SoldOut
         }
         Ok(Outcome::LimitReached) => ApiError::LimitReached,

@@ -26,7 +26,7 @@ use crate::backends::Backends;
 use crate::backends::master::PooledRedis;
 use crate::edge::{self, ClientIp, EdgeArgs};
 use crate::error::{ApiError, BackendError};
-use crate::soldout::SoldOutFlags;
+use crate::soldout::Memory;
 use crate::strategy::Catalogue;
 pub use document::openapi;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -50,8 +50,8 @@ struct Inner {
     /// Rate limits and overload settings, applied by [`router`] and shown
     /// by `GET /config`.
     edge: EdgeArgs,
-    /// Products this instance has seen sell out.
-    sold_out: Arc<SoldOutFlags>,
+    /// Products this instance has seen sell out, and its copies of them.
+    memory: Arc<Memory>,
     /// Renders `GET /metrics`.
     metrics: PrometheusHandle,
 }
@@ -63,7 +63,7 @@ impl AppState {
         instance: String,
         admin_token: String,
         edge: EdgeArgs,
-        sold_out: Arc<SoldOutFlags>,
+        memory: Arc<Memory>,
         metrics: PrometheusHandle,
     ) -> Self {
         Self {
@@ -73,7 +73,7 @@ impl AppState {
                 instance,
                 admin_token,
                 edge,
-                sold_out,
+                memory,
                 metrics,
             }),
         }

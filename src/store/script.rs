@@ -10,8 +10,8 @@
 use redis::Script;
 
 use crate::error::{AtCommit, BackendError};
-use crate::orders::fields;
-use crate::product::keys;
+use crate::orders::{Order, fields};
+use crate::product::{Product, keys};
 use crate::sale::BuyCtx;
 
 /// What a selling script (or a PostgreSQL write) did.
@@ -79,10 +79,28 @@ local new_stock, fence = ARGV[8], ARGV[9] ";
 /// answers (a table: the code, and for a sale the stock left) and
 /// `{check_epoch}`, `{check_limit}`, `{record}` for the shared steps.
 pub fn selling(body: &str) -> Script {
-    Script::new(&expand(body))
+    Script::new(&format!("{PRELUDE}{}", expand(body)))
 }
 
-/// The full text of a [`selling`] script.
+/// Names every KEYS and ARGV slot of a script that sells to a group of
+/// buyers at once; [`run_group`] fills them in this order. The buyers come
+/// last, two slots each (order id, buyer) from `first_buyer` on; the body
+/// loops over them with `order_id` and `user` as locals, so [`PRELUDE`]'s
+/// shared steps read the same names.
+pub const GROUP_PRELUDE: &str = "\
+local stock_key, epoch_key, orders_key, buyers_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] \
+local epoch, limit, product, strategy, served_by = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5] \
+local first_buyer = 6 ";
+
+/// A script that sells to a group: [`GROUP_PRELUDE`], then `body`, with
+/// the steps of [`selling`] and `{sold_code}`, `{sold_out_code}`,
+/// `{reset_code}`, `{limit_reached_code}` for the bare answer codes (the
+/// reply is a flat list: code and stock left, per buyer).
+pub fn group_selling(body: &str) -> Script {
+    Script::new(&format!("{GROUP_PRELUDE}{}", expand(body)))
+}
+
+/// `body` with its steps and answers filled in.
 fn expand(body: &str) -> String {
     let code = |w: Written| format!("{{{}}}", w.code());
     let check_epoch = format!(
@@ -105,8 +123,7 @@ fn expand(body: &str) -> String {
         s = fields::STRATEGY,
         sb = fields::SERVED_BY,
     );
-    let text = body
-        .replace("{check_epoch}", &check_epoch)
+    body.replace("{check_epoch}", &check_epoch)
         .replace("{check_limit}", &check_limit)
         .replace("{record}", &record)
         .replace(
@@ -119,8 +136,48 @@ fn expand(body: &str) -> String {
         .replace("{sold_out}", &code(Written::SoldOut))
         .replace("{reset}", &code(Written::Reset))
         .replace("{limit_reached}", &code(Written::LimitReached))
-        .replace("{fenced}", &code(Written::Fenced));
-    format!("{PRELUDE}{text}")
+        .replace("{fenced}", &code(Written::Fenced))
+        .replace(
+            "{sold_code}",
+            &Written::Sold { left: None }.code().to_string(),
+        )
+        .replace("{sold_out_code}", &Written::SoldOut.code().to_string())
+        .replace("{reset_code}", &Written::Reset.code().to_string())
+        .replace(
+            "{limit_reached_code}",
+            &Written::LimitReached.code().to_string(),
+        )
+}
+
+/// Runs a [`group_selling`] script for `orders` (one product, one reset,
+/// one instance): one verdict per order, in order.
+pub async fn run_group(
+    script: &Script,
+    conn: &mut redis::aio::MultiplexedConnection,
+    product: &Product,
+    orders: &[Order],
+) -> Result<Vec<Written>, BackendError> {
+    let first = orders
+        .first()
+        .ok_or_else(|| BackendError::Corrupt("a group without buyers".into()))?;
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(keys::stock(product.id))
+        .key(keys::epoch(product.id))
+        .key(keys::ORDERS)
+        .key(keys::buyers(product.id))
+        .arg(product.epoch)
+        .arg(product.settings.per_user_limit)
+        .arg(product.id)
+        .arg(&first.strategy)
+        .arg(&first.served_by);
+    for order in orders {
+        invocation
+            .arg(order.order_id.to_string())
+            .arg(&order.user_id);
+    }
+    let reply: Vec<i64> = invocation.invoke_async(conn).await.at_commit()?;
+    reply.chunks(2).map(Written::from_reply).collect()
 }
 
 /// Runs a [`selling`] script for this buy on `stock_key`, with the new
@@ -175,7 +232,10 @@ mod tests {
 
     #[test]
     fn the_steps_are_filled_in_and_positions_stay_in_the_prelude() {
-        let text = expand("{check_epoch} {check_limit} {record} return {sold}");
+        let text = format!(
+            "{PRELUDE}{}",
+            expand("{check_epoch} {check_limit} {record} return {sold} {sold_code} {reset_code}")
+        );
         let placeholder = text.split('{').skip(1).any(|rest| {
             rest.split('}').next().is_some_and(|name| {
                 name.chars().all(|c| c.is_ascii_lowercase() || c == '_') && !name.is_empty()
@@ -185,7 +245,7 @@ mod tests {
         let body = &text[PRELUDE.len()..];
         assert!(!body.contains("ARGV[") && !body.contains("KEYS["), "{body}");
         assert!(
-            body.ends_with("return {1, tonumber(redis.call('GET', stock_key))}"),
+            body.ends_with("return {1, tonumber(redis.call('GET', stock_key))} 1 3"),
             "{body}"
         );
     }

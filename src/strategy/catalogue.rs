@@ -5,8 +5,12 @@
 
 use std::sync::Arc;
 
+use super::group::Grouped;
 use super::locked::Locked;
-use super::{Sells, db_atomic, db_optimistic, db_pessimistic, naive, redis_lua, segmented};
+use super::{
+    Sells, db_atomic, db_group, db_optimistic, db_pessimistic, naive, redis_group, redis_lua,
+    segmented,
+};
 use crate::info::Info;
 use crate::lock::{
     db_lock_table, fenced, local_mutex, redis_lock, redisson, redlock, setnx_naive, zookeeper,
@@ -38,7 +42,9 @@ impl Catalogue {
                 Arc::new(db_pessimistic::DbPessimistic),
                 Arc::new(db_optimistic::DbOptimistic),
                 Arc::new(db_atomic::DbAtomic),
+                Arc::new(Grouped::new(db_group::DbGroup)),
                 Arc::new(redis_lua::RedisLua),
+                Arc::new(Grouped::new(redis_group::RedisGroup)),
                 Arc::new(segmented::Segmented),
             ],
         }

@@ -16,10 +16,13 @@
 
 pub mod catalogue;
 pub mod db_atomic;
+pub mod db_group;
 pub mod db_optimistic;
 pub mod db_pessimistic;
+pub mod group;
 pub mod locked;
 pub mod naive;
+pub mod redis_group;
 pub mod redis_lua;
 pub mod section;
 pub mod segmented;

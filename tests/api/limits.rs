@@ -66,8 +66,12 @@ async fn one_buyers_concurrent_requests_get_at_most_the_limit_under_every_strate
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_gives_every_buyer_a_fresh_allowance() {
     let gateway = shared().gateway();
-    for strategy in ["redis-lua", "db-atomic"] {
-        let id = if strategy == "redis-lua" { 1130 } else { 1131 };
+    for (id, strategy) in [
+        (1130, "redis-lua"),
+        (1131, "db-atomic"),
+        (1132, "redis-group"),
+        (1133, "db-group"),
+    ] {
         let body = json!({"stock": 5, "strategy": strategy, "per_user_limit": 1});
         gateway.reset(id, &body).await.expect("reset");
         assert_eq!(gateway.buy(id, "again").await, BuyResult::Ok);

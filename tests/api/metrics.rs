@@ -21,21 +21,8 @@ fn sum(texts: &[String], name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_races_counts_show_in_the_instances_metrics() {
-    // Its own lab: counters are per process, and other tests race too.
-    let lab = TestLab::start(2);
-    let row = race_on(
-        &lab.audit(),
-        &lab.gateway(),
-        1300,
-        "redis-lock",
-        20,
-        100,
-        20,
-        json!({"work_ms": 2}),
-    )
-    .await;
+/// Every instance's `GET /metrics`, checked to be Prometheus text.
+async fn scrape(lab: &TestLab) -> Vec<String> {
     let mut texts = Vec::new();
     for instance in &lab.info.instances {
         let response = http()
@@ -51,6 +38,25 @@ async fn a_races_counts_show_in_the_instances_metrics() {
         );
         texts.push(response.text().await.expect("body"));
     }
+    texts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_races_counts_show_in_the_instances_metrics() {
+    // Its own lab: counters are per process, and other tests race too.
+    let lab = TestLab::start(2);
+    let row = race_on(
+        &lab.audit(),
+        &lab.gateway(),
+        1300,
+        "redis-lock",
+        20,
+        100,
+        20,
+        json!({"work_ms": 2}),
+    )
+    .await;
+    let texts = scrape(&lab).await;
     let strategy = r#"strategy="redis-lock""#;
     let sold = sum(
         &texts,
@@ -73,4 +79,32 @@ async fn a_races_counts_show_in_the_instances_metrics() {
     );
     let stored = sum(&texts, "seckill_order_writer_batch_size_sum", &[]);
     assert_eq!(stored as i64, row.sold, "{texts:?}");
+
+    // A group-commit strategy's queue: every buy that ran it was in
+    // exactly one group, and waited once.
+    let grouped = race_on(
+        &lab.audit(),
+        &lab.gateway(),
+        1301,
+        "db-group",
+        30,
+        120,
+        32,
+        json!({}),
+    )
+    .await;
+    let texts = scrape(&lab).await;
+    let group = r#"strategy="db-group""#;
+    assert_eq!(grouped.sold, 30, "{grouped:?}");
+    let ran = sum(&texts, "seckill_buys_total", &[group]);
+    let in_groups = sum(&texts, "seckill_group_size_sum", &[group]);
+    let waits = sum(&texts, "seckill_group_wait_seconds_count", &[group]);
+    let groups = sum(&texts, "seckill_group_size_count", &[group]);
+    assert!(ran > 0.0, "{texts:?}");
+    assert_eq!(in_groups, ran, "buyers in groups vs buys run: {texts:?}");
+    assert_eq!(waits, ran, "one wait per buyer: {texts:?}");
+    assert!(
+        (1.0..=ran).contains(&groups),
+        "{groups} groups for {ran} buys"
+    );
 }

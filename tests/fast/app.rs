@@ -10,7 +10,7 @@ use axum::http::{Method, Request, StatusCode};
 use clap::Parser;
 use seckill::http::{AppState, router};
 use seckill::serve::{ServeArgs, prepare};
-use seckill::soldout::SoldOutFlags;
+use seckill::soldout::Memory;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -64,7 +64,7 @@ pub async fn app_with(extra: &[&str]) -> Router {
         "in-process".into(),
         args.admin_token,
         args.edge,
-        Arc::new(SoldOutFlags::default()),
+        Arc::new(Memory::default()),
         seckill::telemetry::install(),
     ))
 }
