@@ -418,6 +418,7 @@ fn the_bench_measures_every_figure_against_its_baselines() {
             ("db-group", Some(1)),
         ]
     );
+    assert!(rows[..4].iter().all(|r| r.mean_group.is_none()), "{rows:?}");
     let sold_out = &rows[3];
     assert_eq!(sold_out.ok_per_sec, 0.0, "{sold_out:?}");
     assert_eq!(
@@ -432,6 +433,9 @@ fn the_bench_measures_every_figure_against_its_baselines() {
         let ratio = r.ops_per_sec / http;
         assert!((r.vs_http - ratio).abs() < 0.02, "{r:?} vs http {http}");
         if r.per_user_limit.is_some() {
+            // Both strategies group their buyers, and the instances'
+            // /metrics say how big the groups were.
+            assert!(r.mean_group.is_some_and(|g| g >= 1.0), "{r:?}");
             assert_eq!(r.history_ok, Some(true), "{r:?}");
             assert_eq!(r.oversold, Some(0), "{r:?}");
             assert!(r.ok_per_sec > 0.0, "it sold: {r:?}");

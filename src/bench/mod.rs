@@ -14,6 +14,7 @@
 //! from a new buyer, for a fixed duration after a warm-up; its history is
 //! checked like every race's (`history_ok`, `oversold`).
 
+mod groups;
 mod load;
 
 use std::collections::BTreeMap;
@@ -89,6 +90,9 @@ pub struct BenchRow {
     pub history_ok: Option<bool>,
     /// A strategy's units sold beyond its stock.
     pub oversold: Option<i64>,
+    /// A group-commit strategy's mean group (buyers per step), from the
+    /// instances' `/metrics`.
+    pub mean_group: Option<f64>,
     /// Non-successes by error code.
     pub errors: BTreeMap<String, u64>,
 }
@@ -190,12 +194,15 @@ async fn measure(
                 ..Settings::default()
             };
             reset(&gateway, product, strategy, MAX_STOCK, settings).await?;
+            let before = groups::totals(&gateway.http, &lab.info.instances, strategy).await?;
             let (sample, attempts, began) =
                 load::buys(&gateway, product, n, warmup, duration).await;
+            let after = groups::totals(&gateway.http, &lab.info.instances, strategy).await?;
             let row = settled_row(&gateway, &audit, product, &attempts, began).await?;
             rows.push(BenchRow {
                 history_ok: row.history_ok,
                 oversold: Some(row.oversold),
+                mean_group: after.mean_since(before).map(round),
                 ..BenchRow::of(strategy, Some(limit), &sample, bases)
             });
         }
@@ -220,6 +227,7 @@ impl BenchRow {
             vs_postgres,
             history_ok: None,
             oversold: None,
+            mean_group: None,
             errors: sample.errors.clone(),
         }
     }
@@ -232,8 +240,18 @@ fn round(x: f64) -> f64 {
 /// The rows as an aligned table.
 fn render(rows: &[BenchRow]) -> String {
     let mut out = format!(
-        "{:<16} {:>5} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}  errors\n",
-        "figure", "limit", "ops/s", "ok/s", "p50_ms", "p99_ms", "×http", "×redis", "×pg", "history"
+        "{:<16} {:>5} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6}  errors\n",
+        "figure",
+        "limit",
+        "ops/s",
+        "ok/s",
+        "p50_ms",
+        "p99_ms",
+        "×http",
+        "×redis",
+        "×pg",
+        "history",
+        "group"
     );
     for r in rows {
         let limit = r.per_user_limit.map_or("-".to_owned(), |l| l.to_string());
@@ -243,8 +261,9 @@ fn render(rows: &[BenchRow]) -> String {
             None => "-",
         };
         let errors: Vec<String> = r.errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let group = r.mean_group.map_or("-".to_owned(), |g| format!("{g:.1}"));
         out.push_str(&format!(
-            "{:<16} {:>5} {:>10.0} {:>10.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7}  {}\n",
+            "{:<16} {:>5} {:>10.0} {:>10.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>6}  {}\n",
             r.name,
             limit,
             r.ops_per_sec,
@@ -255,6 +274,7 @@ fn render(rows: &[BenchRow]) -> String {
             r.vs_redis,
             r.vs_postgres,
             history,
+            group,
             errors.join(" ")
         ));
     }
