@@ -17,6 +17,12 @@ pub fn redis_server() -> anyhow::Result<PathBuf> {
     )
 }
 
+/// redis-cli (Debian's redis-tools, which redis-server depends on): PATH,
+/// then /usr/bin.
+pub fn redis_cli() -> anyhow::Result<PathBuf> {
+    search("redis-cli", path_dirs().chain([PathBuf::from("/usr/bin")]))
+}
+
 /// A PostgreSQL server binary (`initdb`, `postgres`): the newest
 /// `/usr/lib/postgresql/<version>/bin` first, so `initdb` and `postgres`
 /// come from the same major version, then PATH.

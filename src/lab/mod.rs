@@ -5,6 +5,7 @@
 //! failure scenarios need that. The integration tests use the same code (through the
 //! `seckill lab --json` subprocess), so what is tested is what users run.
 
+pub mod cluster;
 pub mod durability;
 mod find;
 pub mod links;

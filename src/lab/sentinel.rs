@@ -21,7 +21,7 @@ use tokio::process::Command;
 
 use super::durability::{AofFsync, Durability};
 use super::process::Managed;
-use super::redis as server;
+use super::redis::{self as server, Node, READY_TIMEOUT, loopback};
 use super::{Lab, ProcessInfo, find, free_port};
 
 /// The name the sentinels know the master by (`SENTINEL MASTER <name>`),
@@ -44,24 +44,6 @@ const FAILOVER_TIMEOUT: Duration = Duration::from_millis(3000);
 /// (`repl-timeout`, default 60 s), in seconds. A replica frozen for longer
 /// is dropped, and the master goes on acknowledging writes it alone holds.
 const REPL_TIMEOUT_SECS: u64 = 2;
-
-/// How long each server may take to become ready.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// One server of the topology.
-pub struct Node {
-    /// The process, to freeze, resume or kill it.
-    pub process: Managed,
-    /// Where it listens.
-    pub addr: SocketAddr,
-}
-
-impl Node {
-    /// Its `redis://` URL.
-    pub fn url(&self) -> String {
-        format!("redis://{}", self.addr)
-    }
-}
 
 /// A master, its replica and three sentinels watching them. The fields are
 /// public so a lab can take the processes over (to signal them by name).
@@ -93,7 +75,7 @@ impl Topology {
     /// Both Redis servers persist as `mode` and `fsync` say, like the
     /// lab's others.
     pub async fn start(dir: &Path, mode: Durability, fsync: AofFsync) -> anyhow::Result<Self> {
-        let master = redis_node(dir, "redis-master", mode, fsync).await?;
+        let master = server::node(dir, "redis-master", mode, fsync, &[]).await?;
         command::<()>(
             &master.url(),
             redis::cmd("CONFIG")
@@ -106,7 +88,7 @@ impl Topology {
         .await
         .context("configuring the master")?;
 
-        let mut replica = redis_node(dir, "redis-replica", mode, fsync).await?;
+        let mut replica = server::node(dir, "redis-replica", mode, fsync, &[]).await?;
         command::<()>(
             &replica.url(),
             redis::cmd("REPLICAOF")
@@ -312,26 +294,6 @@ pub async fn wait_failover(
     }
 }
 
-/// A plain redis-server (the lab's own) on a free port under `dir/name`,
-/// answering PING.
-async fn redis_node(
-    dir: &Path,
-    name: &str,
-    mode: Durability,
-    fsync: AofFsync,
-) -> anyhow::Result<Node> {
-    let port = free_port()?;
-    let mut node = Node {
-        process: server::start(&dir.join(name), name, port, mode, fsync)?,
-        addr: loopback(port),
-    };
-    let url = node.url();
-    node.process
-        .wait_ready(READY_TIMEOUT, || server::ready(&url))
-        .await?;
-    Ok(node)
-}
-
 /// Starts a sentinel watching `master`. Sentinel rewrites its configuration
 /// file (it records the other sentinels, the replicas and each failover),
 /// so the file is its own, under `dir`.
@@ -399,8 +361,4 @@ pub async fn command<T: redis::FromRedisValue>(
     cmd.query_async(&mut conn)
         .await
         .with_context(|| format!("a command to {url}"))
-}
-
-fn loopback(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
 }
