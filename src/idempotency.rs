@@ -2,7 +2,7 @@
 //! original order back (same order id, 200) instead of buying again.
 //!
 //! A key is scoped to one product, one reset and one buyer
-//! (`seckill:{id}:idem:{epoch}:{buyer}:{key}`). The first request claims it
+//! (`seckill:{s<shard>}:{id}:idem:{epoch}:{buyer}:{key}`). The first request claims it
 //! with `SET NX` as *pending*; when it sells, the key holds the answer for
 //! `idempotency_ttl_secs`; when it does not sell (sold out, busy, limit,
 //! failure) the claim is withdrawn, so a retry really tries again. A
@@ -39,7 +39,6 @@ use sqlx::PgPool;
 use crate::backends::lease::release_key;
 use crate::error::{BackendError, Invalid};
 use crate::orders::writer::parse_entry;
-use crate::product::keys::ORDERS;
 use crate::product::{Product, keys, truncate};
 
 /// The request header.
@@ -171,7 +170,8 @@ pub async fn claim(
             return Ok(Claimed::Replay(sold));
         }
         if Instant::now() >= deadline {
-            return settle(conn, pg, &redis_key, &found, &pending, ttl).await;
+            let stream = keys::orders(product.id);
+            return settle(conn, pg, &stream, &redis_key, &found, &pending, ttl).await;
         }
         tokio::time::sleep(POLL).await;
     }
@@ -192,6 +192,7 @@ fn pending_value(order_id: Uuid) -> String {
 async fn settle(
     conn: &mut MultiplexedConnection,
     pg: &PgPool,
+    stream: &str,
     redis_key: &str,
     found: &str,
     pending: &str,
@@ -204,7 +205,7 @@ async fn settle(
     ) else {
         return Ok(Claimed::InProgress);
     };
-    if let Some(sold) = find_order(conn, pg, order_id).await? {
+    if let Some(sold) = find_order(conn, pg, stream, order_id).await? {
         return Ok(Claimed::Replay(sold));
     }
     let now_ms = std::time::SystemTime::now()
@@ -233,10 +234,11 @@ async fn settle(
 }
 
 /// The order `order_id` as a sale's answer, from PostgreSQL or, not yet
-/// moved there, the order stream.
+/// moved there, its product's order stream (`stream`).
 async fn find_order(
     conn: &mut MultiplexedConnection,
     pg: &PgPool,
+    stream: &str,
     order_id: Uuid,
 ) -> Result<Option<Sold>, BackendError> {
     let stored: Option<(i64, String, String)> =
@@ -253,14 +255,14 @@ async fn find_order(
             stock_left: None,
         }));
     }
-    let length: usize = redis::cmd("XLEN").arg(ORDERS).query_async(conn).await?;
+    let length: usize = redis::cmd("XLEN").arg(stream).query_async(conn).await?;
     if length > STREAM_SEARCH_LIMIT {
         return Err(BackendError::Unavailable(format!(
             "{length} orders wait in the stream; cannot tell yet"
         )));
     }
     let reply: StreamRangeReply = redis::cmd("XRANGE")
-        .arg(ORDERS)
+        .arg(stream)
         .arg("-")
         .arg("+")
         .query_async(conn)

@@ -107,13 +107,18 @@ pub async fn compute(
     Ok(ledgers)
 }
 
-/// Reads the whole stream once and groups its order ids. The writer deletes
-/// entries once stored, so the stream holds only the not-yet-stored tail.
+/// Reads every order stream once (one pipeline) and groups their order
+/// ids. The writer deletes entries once stored, so the streams hold only
+/// the not-yet-stored tail.
 async fn stream_orders(backends: &Backends) -> Result<StreamOrders, BackendError> {
     let mut conn = backends.redis.get().await?;
-    let reply: StreamRangeReply = conn.xrange_all(keys::ORDERS).await?;
+    let mut pipe = redis::pipe();
+    for stream in keys::all_orders() {
+        pipe.xrange_all(stream);
+    }
+    let replies: Vec<StreamRangeReply> = pipe.query_async(&mut *conn).await?;
     let mut grouped = StreamOrders::new();
-    for order in reply.ids.iter().filter_map(parse_entry) {
+    for order in replies.iter().flat_map(|r| &r.ids).filter_map(parse_entry) {
         grouped
             .entry((order.product_id, order.epoch))
             .or_default()

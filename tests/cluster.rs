@@ -76,15 +76,17 @@ async fn the_lab_builds_a_cluster_that_routes_each_slot_to_one_master() {
     }
     assert_eq!((answered, moved), (1, 2));
 
-    // Today's key layout, measured: every key of one product shares the
-    // `{id}` hash tag, so a product's segments are one slot on one master
-    // (what spreading segments over the masters has to change).
+    // Today's key layout, measured: every key of one product shares its
+    // shard's hash tag, so a product's segments are one slot on one
+    // master (what spreading segments over the masters has to change).
     let mut conn = redis::Client::open(cluster.masters[0].url())
         .unwrap()
         .get_multiplexed_async_connection()
         .await
         .expect("master");
     let stock_slot = keyslot(&mut conn, &keys::stock(7)).await;
+    // The order stream a selling script writes is in the same slot.
+    assert_eq!(keyslot(&mut conn, &keys::orders(7)).await, stock_slot);
     for k in 0..6 {
         assert_eq!(keyslot(&mut conn, &keys::segment(7, k)).await, stock_slot);
     }

@@ -2,7 +2,7 @@
 //!
 //! Database strategies insert their order in the stock transaction
 //! ([`INSERT_SQL`]). Redis strategies append it to the stream
-//! [`crate::product::keys::ORDERS`] in the same atomic step as the stock
+//! its shard's stream ([`crate::product::keys::orders`]) in the same atomic step as the stock
 //! write; [`writer`] moves the stream into PostgreSQL.
 
 pub mod writer;

@@ -1,7 +1,9 @@
 //! The order writer: one task per instance that moves orders from the Redis
-//! stream into PostgreSQL.
+//! streams into PostgreSQL.
 //!
-//! It reads through a consumer group, inserts each batch in one statement
+//! The orders are sharded over a fixed set of streams (one per hash tag,
+//! see `product::keys`), all known by name; one blocking read waits on
+//! every one of them. It reads through a consumer group, inserts each batch in one statement
 //! that ignores order ids already present (a redelivered entry is harmless),
 //! and acknowledges and deletes the entries only after the commit. Entries
 //! left pending by a consumer that died (idle longer than `CLAIM_IDLE`)
@@ -20,7 +22,7 @@ use uuid::Uuid;
 use super::{Order, fields};
 use crate::backends::master::MainRedis;
 use crate::error::BackendError;
-use crate::product::keys::ORDERS;
+use crate::product::keys;
 use crate::telemetry;
 
 /// The consumer group every instance's writer joins.
@@ -121,38 +123,46 @@ impl Writer {
         if let Some(ms) = block_ms {
             options = options.block(ms);
         }
-        let reply: Option<StreamReadReply> =
-            conn.xread_options(&[ORDERS], &[">"], &options).await?;
-        let entries: Vec<StreamId> = reply
-            .map(|r| r.keys.into_iter().flat_map(|k| k.ids).collect())
-            .unwrap_or_default();
-        self.store(&mut conn, &entries).await?;
-        Ok(entries.len())
+        let streams = keys::all_orders();
+        let news = vec![">"; streams.len()];
+        let reply: Option<StreamReadReply> = conn.xread_options(&streams, &news, &options).await?;
+        let mut moved = 0;
+        for stream in reply.map(|r| r.keys).unwrap_or_default() {
+            self.store(&mut conn, &stream.key, &stream.ids).await?;
+            moved += stream.ids.len();
+        }
+        Ok(moved)
     }
 
-    /// Takes over entries another consumer left pending too long.
+    /// Takes over entries another consumer left pending too long, stream
+    /// by stream.
     async fn claim_abandoned(&mut self) -> Result<(), BackendError> {
         let mut conn = self.conn().await?;
-        let reply: redis::streams::StreamAutoClaimReply = conn
-            .xautoclaim_options(
-                ORDERS,
-                GROUP,
-                &self.consumer,
-                CLAIM_IDLE.as_millis() as u64,
-                "0-0",
-                StreamAutoClaimOptions::default().count(BATCH),
-            )
-            .await?;
-        if !reply.claimed.is_empty() {
-            tracing::info!(count = reply.claimed.len(), "claimed abandoned orders");
+        for stream in keys::all_orders() {
+            let reply: redis::streams::StreamAutoClaimReply = conn
+                .xautoclaim_options(
+                    &stream,
+                    GROUP,
+                    &self.consumer,
+                    CLAIM_IDLE.as_millis() as u64,
+                    "0-0",
+                    StreamAutoClaimOptions::default().count(BATCH),
+                )
+                .await?;
+            if !reply.claimed.is_empty() {
+                tracing::info!(count = reply.claimed.len(), %stream, "claimed abandoned orders");
+            }
+            self.store(&mut conn, &stream, &reply.claimed).await?;
         }
-        self.store(&mut conn, &reply.claimed).await
+        Ok(())
     }
 
-    /// Inserts the entries' orders in one statement, then XACK + XDEL.
+    /// Inserts the entries' orders (read from `stream`) in one statement,
+    /// then XACK + XDEL.
     async fn store(
         &self,
         conn: &mut MultiplexedConnection,
+        stream: &str,
         entries: &[StreamId],
     ) -> Result<(), BackendError> {
         if entries.is_empty() {
@@ -173,9 +183,9 @@ impl Writer {
         let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
         redis::pipe()
             .atomic()
-            .xack(ORDERS, GROUP, &ids)
+            .xack(stream, GROUP, &ids)
             .ignore()
-            .xdel(ORDERS, &ids)
+            .xdel(stream, &ids)
             .ignore()
             .query_async::<()>(conn)
             .await?;
@@ -197,14 +207,19 @@ fn oldest_age(entries: &[StreamId]) -> Duration {
     Duration::from_millis(oldest.map_or(0, |ms| now.saturating_sub(ms)))
 }
 
-/// Creates the consumer group (and the stream) unless it exists. Starting at
-/// id 0 means entries written before any writer existed are not skipped.
+/// Creates the consumer group (and the stream) of every order stream
+/// unless it exists. Starting at id 0 means entries written before any
+/// writer existed are not skipped.
 async fn ensure_group(conn: &mut MultiplexedConnection) -> Result<(), BackendError> {
-    let created: redis::RedisResult<()> = conn.xgroup_create_mkstream(ORDERS, GROUP, "0").await;
-    match created {
-        Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
-        other => Ok(other?),
+    for stream in keys::all_orders() {
+        let created: redis::RedisResult<()> =
+            conn.xgroup_create_mkstream(&stream, GROUP, "0").await;
+        match created {
+            Err(e) if e.code() == Some("BUSYGROUP") => {}
+            other => other?,
+        }
     }
+    Ok(())
 }
 
 /// Reads an order back from a stream entry; `None` if a field is missing.

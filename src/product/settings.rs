@@ -21,7 +21,8 @@ pub const MAX_PER_USER: u32 = 1_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreKind {
-    /// `seckill:{id}:stock` in Redis; orders go through the stream.
+    /// `seckill:{s<shard>}:{id}:stock` in Redis; orders go through the
+    /// shard's stream.
     Redis,
     /// `products.stock` in PostgreSQL; orders inserted in the transaction.
     Postgres,

@@ -164,7 +164,7 @@ pub async fn run_group(
     invocation
         .key(keys::stock(product.id))
         .key(keys::epoch(product.id))
-        .key(keys::ORDERS)
+        .key(keys::orders(product.id))
         .key(keys::buyers(product.id))
         .arg(product.epoch)
         .arg(product.settings.per_user_limit)
@@ -193,7 +193,7 @@ pub async fn run(
     let reply: Vec<i64> = script
         .key(stock_key)
         .key(keys::epoch(id))
-        .key(keys::ORDERS)
+        .key(keys::orders(id))
         .key(keys::buyers(id))
         .key(keys::fence_seen(id))
         .arg(ctx.product.epoch)

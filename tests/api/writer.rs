@@ -30,13 +30,14 @@ async fn orders_left_pending_by_a_dead_consumer_are_claimed() {
         .await
         .expect("conn");
     let order_id = uuid::Uuid::now_v7().to_string();
+    let stream = seckill::product::keys::orders(301);
     kill(pid, Signal::SIGSTOP).expect("freeze the instance");
     // Let the frozen writer's blocking read (100 ms) time out on the
     // server, or Redis would hand it our entry.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let _: String = conn
         .xadd(
-            "seckill:orders",
+            &stream,
             "*",
             &[
                 ("order", order_id.as_str()),
@@ -53,7 +54,7 @@ async fn orders_left_pending_by_a_dead_consumer_are_claimed() {
         .group("order-writers", "ghost")
         .count(10);
     let taken: redis::streams::StreamReadReply = conn
-        .xread_options(&["seckill:orders"], &[">"], &options)
+        .xread_options(&[&stream], &[">"], &options)
         .await
         .expect("ghost read");
     kill(pid, Signal::SIGCONT).expect("resume the instance");
@@ -80,7 +81,7 @@ async fn orders_left_pending_by_a_dead_consumer_are_claimed() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let pending: redis::streams::StreamPendingReply = conn
-        .xpending("seckill:orders", "order-writers")
+        .xpending(&stream, "order-writers")
         .await
         .expect("xpending");
     assert_eq!(pending.count(), 0, "claimed entries are acknowledged");

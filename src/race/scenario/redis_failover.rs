@@ -123,13 +123,14 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         until(
             "each holder holds its lock on the master alone, or has sold and its order left redis",
             || async {
-                let mut ready = sentinel::command::<u64>(
-                    &topology.master_url,
-                    redis::cmd("XLEN").arg(keys::ORDERS),
-                )
-                .await
-                .is_ok_and(|pending| pending == 0);
+                let mut ready = true;
                 for ((product, _, locks), holder) in races.iter().zip(&holders) {
+                    ready &= sentinel::command::<u64>(
+                        &topology.master_url,
+                        redis::cmd("XLEN").arg(keys::orders(*product)),
+                    )
+                    .await
+                    .is_ok_and(|pending| pending == 0);
                     ready &= if *locks {
                         exists(&topology.master_url, &keys::lock(*product))
                             .await
