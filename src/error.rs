@@ -103,7 +103,7 @@ impl BackendError {
     /// Redis's connection is broken (or answers for a server that is no
     /// longer the master, `READONLY`), also when this was the selling step
     /// and became an unknown outcome: whoever shares that connection must
-    /// stop using it ([`crate::backends::lane::Lane::retire`]).
+    /// stop using it (the buy path's shared connection is retired on it).
     pub fn breaks_redis_connection(&self) -> bool {
         match self {
             Self::Redis(e) => {

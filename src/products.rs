@@ -91,18 +91,15 @@ impl ProductCache {
     }
 }
 
-/// The product for a buy: this instance's copy, or [`load`]'s (then
-/// kept).
-pub async fn cached(
+/// The product for a buy after [`ProductCache::get`] missed: [`load`]'s,
+/// then kept unless a reset came in between.
+pub async fn fill(
     cache: &ProductCache,
+    miss: Miss,
     backends: &Backends,
     conn: &mut MultiplexedConnection,
     id: i64,
 ) -> Result<Option<Arc<Product>>, BackendError> {
-    let miss = match cache.get(id) {
-        Ok(product) => return Ok(Some(product)),
-        Err(miss) => miss,
-    };
     let Some(product) = load(backends, conn, id).await? else {
         return Ok(None);
     };

@@ -88,8 +88,9 @@ pub async fn buy(
     // After the sale is over, this is nearly every request: answered from
     // memory, no backend touched. A retry with a key may be asking for an
     // order it already has, so it goes on to look.
+    let cached = memory.products.get(id);
     if key.is_none()
-        && let Ok(product) = memory.products.get(id)
+        && let Ok(product) = &cached
         && memory.sold_out.is_sold_out(id, product.epoch)
     {
         telemetry::sold_out_flag();
@@ -99,10 +100,13 @@ pub async fn buy(
     // command of this buy pipelines on it with everyone else's.
     let lane = app.backends().lane.get().await?;
     let mut redis = lane.conn.clone();
-    let product = products::cached(&memory.products, app.backends(), &mut redis, id)
-        .await
-        .inspect_err(|error| app.backends().lane.retire(&lane, error))?
-        .ok_or(ApiError::UnknownProduct(id))?;
+    let product = match cached {
+        Ok(product) => product,
+        Err(miss) => products::fill(&memory.products, miss, app.backends(), &mut redis, id)
+            .await
+            .inspect_err(|error| app.backends().lane.retire(&lane, error))?
+            .ok_or(ApiError::UnknownProduct(id))?,
+    };
     let strategy = app
         .catalogue()
         .get(&product.strategy)

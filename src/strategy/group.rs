@@ -80,7 +80,7 @@ impl<S: SellsGroup> Strategy for Grouped<S> {
 
 /// One strategy's queues, one per product and reset being sold.
 struct Groups<S> {
-    seller: Arc<S>,
+    seller: S,
     queues: Mutex<HashMap<(i64, i64), Queue>>,
 }
 
@@ -94,13 +94,16 @@ struct Queue {
 struct Waiter {
     order: Order,
     queued: Instant,
-    answer: oneshot::Sender<Result<Written, BackendError>>,
+    answer: Answer,
 }
+
+/// Where one buyer's verdict goes.
+type Answer = oneshot::Sender<Result<Written, BackendError>>;
 
 impl<S: SellsGroup> Groups<S> {
     fn new(seller: S) -> Self {
         Self {
-            seller: Arc::new(seller),
+            seller,
             queues: Mutex::new(HashMap::new()),
         }
     }
@@ -132,8 +135,7 @@ impl<S: SellsGroup> Groups<S> {
         if start {
             // A runner per busy spell, not per buyer: these copies are
             // made once for a whole run of groups.
-            let product = Arc::new(product.clone());
-            tokio::spawn(self.clone().run(key, backends.clone(), product));
+            tokio::spawn(self.clone().run(key, backends.clone(), product.clone()));
         }
         verdict
             .await
@@ -141,7 +143,7 @@ impl<S: SellsGroup> Groups<S> {
     }
 
     /// Sells group after group until the queue is empty, then removes it.
-    async fn run(self: Arc<Self>, key: (i64, i64), backends: Backends, product: Arc<Product>) {
+    async fn run(self: Arc<Self>, key: (i64, i64), backends: Backends, product: Product) {
         loop {
             let group: Vec<Waiter> = {
                 let mut queues = self.queues();
@@ -160,9 +162,10 @@ impl<S: SellsGroup> Groups<S> {
                 group.len(),
                 group.iter().map(|w| w.queued.elapsed()),
             );
-            let orders: Vec<Order> = group.iter().map(|w| w.order.clone()).collect();
+            let (orders, answers): (Vec<Order>, Vec<Answer>) =
+                group.into_iter().map(|w| (w.order, w.answer)).unzip();
             let verdicts = self.seller.sell_group(&backends, &product, &orders).await;
-            deliver(group, verdicts);
+            deliver(answers, verdicts);
         }
     }
 }
@@ -170,27 +173,27 @@ impl<S: SellsGroup> Groups<S> {
 /// Hands each buyer its verdict, or its copy of the group's failure. A
 /// step that answered for the wrong number of buyers is a bug, reported
 /// to all of them rather than guessed around.
-fn deliver(group: Vec<Waiter>, verdicts: Result<Vec<Written>, BackendError>) {
+fn deliver(answers: Vec<Answer>, verdicts: Result<Vec<Written>, BackendError>) {
     let verdicts = verdicts.and_then(|v| {
-        if v.len() == group.len() {
+        if v.len() == answers.len() {
             Ok(v)
         } else {
             Err(BackendError::Corrupt(format!(
                 "a group of {} buyers got {} verdicts",
-                group.len(),
+                answers.len(),
                 v.len()
             )))
         }
     });
     match verdicts {
         Ok(verdicts) => {
-            for (waiter, verdict) in group.into_iter().zip(verdicts) {
-                let _ = waiter.answer.send(Ok(verdict));
+            for (answer, verdict) in answers.into_iter().zip(verdicts) {
+                let _ = answer.send(Ok(verdict));
             }
         }
         Err(error) => {
-            for waiter in group {
-                let _ = waiter.answer.send(Err(error.for_another()));
+            for answer in answers {
+                let _ = answer.send(Err(error.for_another()));
             }
         }
     }
