@@ -80,6 +80,7 @@ impl BackendError {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
+                    || cluster_not_run(e)
             }
             Self::RedisPool(_) | Self::ZooKeeper(_) | Self::Unavailable(_) => true,
             Self::Postgres(e) => pg_transport(e),
@@ -122,7 +123,7 @@ impl BackendError {
     /// never handed out.
     fn surely_unsent(&self) -> bool {
         match self {
-            Self::Redis(e) => e.is_connection_refusal(),
+            Self::Redis(e) => e.is_connection_refusal() || cluster_not_run(e),
             Self::RedisPool(_) | Self::Unavailable(_) => true,
             Self::Postgres(e) => {
                 matches!(e, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed)
@@ -131,6 +132,27 @@ impl BackendError {
             _ => false,
         }
     }
+}
+
+/// A Redis Cluster's refusal to run a command here and now: the slot moved
+/// (`MOVED`, `ASK`: the buy path's connection does not follow redirects,
+/// see `backends::master`), the cluster or the slot's master is down
+/// (`CLUSTERDOWN`, `MASTERDOWN`, `TRYAGAIN`), or no connection to the
+/// slot's node exists. Nothing ran, and asking again later may succeed:
+/// `unavailable`, like a refused connection.
+fn cluster_not_run(error: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        error.kind(),
+        ErrorKind::ClusterConnectionNotFound
+            | ErrorKind::Server(
+                ServerErrorKind::Moved
+                    | ServerErrorKind::Ask
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+            )
+    )
 }
 
 /// A PostgreSQL error that is about the connection rather than the

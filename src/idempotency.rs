@@ -26,9 +26,9 @@
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use crate::backends::conn::RedisConn;
 use axum::http::HeaderMap;
 use redis::Script;
-use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -136,7 +136,7 @@ pub enum Claimed {
 /// take) for the request that holds it, then looks for that request's
 /// order.
 pub async fn claim(
-    conn: &mut MultiplexedConnection,
+    conn: &mut RedisConn,
     pg: &PgPool,
     product: &Product,
     buyer: &str,
@@ -190,7 +190,7 @@ fn pending_value(order_id: Uuid) -> String {
 /// (without the stock left, which only the sale knew). Not found and the
 /// claim settled: taken over by this request.
 async fn settle(
-    conn: &mut MultiplexedConnection,
+    conn: &mut RedisConn,
     pg: &PgPool,
     stream: &str,
     redis_key: &str,
@@ -236,7 +236,7 @@ async fn settle(
 /// The order `order_id` as a sale's answer, from PostgreSQL or, not yet
 /// moved there, its product's order stream (`stream`).
 async fn find_order(
-    conn: &mut MultiplexedConnection,
+    conn: &mut RedisConn,
     pg: &PgPool,
     stream: &str,
     order_id: Uuid,
@@ -283,11 +283,7 @@ async fn find_order(
 
 impl Claim {
     /// Keeps the sale's answer for replays.
-    pub async fn record(
-        &self,
-        conn: &mut MultiplexedConnection,
-        sold: &Sold,
-    ) -> Result<(), BackendError> {
+    pub async fn record(&self, conn: &mut RedisConn, sold: &Sold) -> Result<(), BackendError> {
         let answer = format!(
             "done:{}",
             serde_json::to_string(sold).expect("an answer always serializes")
@@ -304,7 +300,7 @@ impl Claim {
 
     /// Withdraws the claim after a buy that did not sell, so a retry with
     /// the same key tries again (only if the claim is still ours).
-    pub async fn withdraw(&self, conn: &mut MultiplexedConnection) -> Result<(), BackendError> {
+    pub async fn withdraw(&self, conn: &mut RedisConn) -> Result<(), BackendError> {
         release_key(conn, &self.key, &self.pending).await
     }
 }

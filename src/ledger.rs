@@ -107,16 +107,20 @@ pub async fn compute(
     Ok(ledgers)
 }
 
-/// Reads every order stream once (one pipeline) and groups their order
+/// Reads every order stream once (one `XRANGE` per stream, sent at once:
+/// on a cluster they live on different masters) and groups their order
 /// ids. The writer deletes entries once stored, so the streams hold only
 /// the not-yet-stored tail.
 async fn stream_orders(backends: &Backends) -> Result<StreamOrders, BackendError> {
-    let mut conn = backends.redis.get().await?;
-    let mut pipe = redis::pipe();
-    for stream in keys::all_orders() {
-        pipe.xrange_all(stream);
-    }
-    let replies: Vec<StreamRangeReply> = pipe.query_async(&mut *conn).await?;
+    let conn = backends.redis.get().await?;
+    let reads = keys::all_orders().into_iter().map(|stream| {
+        let mut conn = (*conn).clone();
+        async move { conn.xrange_all::<_, StreamRangeReply>(stream).await }
+    });
+    let replies = futures::future::join_all(reads)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
     let mut grouped = StreamOrders::new();
     for order in replies.iter().flat_map(|r| &r.ids).filter_map(parse_entry) {
         grouped
@@ -128,7 +132,8 @@ async fn stream_orders(backends: &Backends) -> Result<StreamOrders, BackendError
 }
 
 /// Each product's count of `outcome_unknown` answers, in one round trip
-/// for all of them (the dashboard asks for every product every second).
+/// for all of them (the dashboard asks for every product every second;
+/// see [`crate::backends::conn::RedisConn::get_each`]).
 async fn unknown_counts(
     backends: &Backends,
     products: &[Product],
@@ -140,21 +145,14 @@ async fn unknown_counts(
         .iter()
         .map(|p| keys::unknown(p.id, p.epoch))
         .collect();
-    let mut conn = backends.redis.get().await?;
-    // The raw command: redis-rs's `mget` helper sends GET for a single key,
-    // whose answer is not a list.
-    Ok(redis::cmd("MGET")
-        .arg(&names)
-        .query_async(&mut *conn)
-        .await?)
+    Ok(backends.redis.get().await?.get_each(&names).await?)
 }
 
 /// The strategy's own stock: the sum of its Redis counters, or the row.
 async fn remaining(backends: &Backends, id: i64, layout: StockLayout) -> Result<i64, BackendError> {
     match layout {
         StockLayout::Redis(stock_keys) => {
-            let mut conn = backends.redis.get().await?;
-            let values: Vec<Option<i64>> = conn.mget(&stock_keys).await?;
+            let values = backends.redis.get().await?.get_each(&stock_keys).await?;
             Ok(values.into_iter().flatten().sum())
         }
         StockLayout::Postgres => Ok(

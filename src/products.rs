@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::backends::conn::RedisConn;
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
 
 use crate::backends::{Backends, Footprint};
 use crate::error::{BackendError, Invalid};
@@ -97,7 +97,7 @@ pub async fn fill(
     cache: &ProductCache,
     miss: Miss,
     backends: &Backends,
-    conn: &mut MultiplexedConnection,
+    conn: &mut RedisConn,
     id: i64,
 ) -> Result<Option<Arc<Product>>, BackendError> {
     let Some(product) = load(backends, conn, id).await? else {
@@ -111,7 +111,7 @@ pub async fn fill(
 /// The product for a buy or a ledger read; `None` if it was never created.
 pub async fn load(
     backends: &Backends,
-    conn: &mut MultiplexedConnection,
+    conn: &mut RedisConn,
     id: i64,
 ) -> Result<Option<Product>, BackendError> {
     let cached: Option<String> = conn.get(keys::product(id)).await?;

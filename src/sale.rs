@@ -13,7 +13,7 @@ use crate::product::Product;
 pub struct BuyCtx<'a> {
     /// The instance's shared Redis connection (the buy path's lane):
     /// multiplexed, so every concurrent buy pipelines on it.
-    pub redis: redis::aio::MultiplexedConnection,
+    pub redis: crate::backends::conn::RedisConn,
     /// When the buy began: spinning locks back off by how long it has
     /// waited.
     pub started: Instant,

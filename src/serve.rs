@@ -33,12 +33,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SECKILL_INSTANCE")]
     pub instance: Option<String>,
     /// Redis holding stock, locks and the order stream, at a fixed
-    /// address. Either this or `--redis-sentinels`.
+    /// address. One of this, `--redis-sentinels` or `--redis-cluster`.
     #[arg(
         long,
         env = "SECKILL_REDIS_URL",
-        required_unless_present = "redis_sentinels",
-        conflicts_with = "redis_sentinels"
+        required_unless_present_any = ["redis_sentinels", "redis_cluster"],
+        conflicts_with_all = ["redis_sentinels", "redis_cluster"]
     )]
     pub redis_url: Option<String>,
     /// Redis Sentinels (`host:port`, comma-separated) that name the master
@@ -46,13 +46,23 @@ pub struct ServeArgs {
     /// they name, and follows a failover (see `backends::master`).
     #[arg(long, env = "SECKILL_REDIS_SENTINELS", value_delimiter = ',')]
     pub redis_sentinels: Vec<String>,
+    /// A Redis Cluster instead (`host:port` of any of its nodes,
+    /// comma-separated): every product's keys live on the master serving
+    /// their hash slot (see `product::keys`).
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_CLUSTER",
+        value_delimiter = ',',
+        conflicts_with = "redis_sentinels"
+    )]
+    pub redis_cluster: Vec<String>,
     /// The name the sentinels know that master by.
     #[arg(long, env = "SECKILL_REDIS_MASTER_NAME", default_value = "seckill")]
     pub redis_master_name: String,
     /// Independent Redis masters for `redlock`, comma-separated (default:
     /// just the main Redis at `--redis-url`, a quorum of one; required
-    /// with sentinels, since a RedLock master is a fixed address that
-    /// never fails over).
+    /// with sentinels or a cluster, since a RedLock master is a fixed
+    /// address that never fails over nor shares a keyspace).
     #[arg(long, env = "SECKILL_REDLOCK_URLS", value_delimiter = ',')]
     pub redlock_urls: Vec<String>,
     /// ZooKeeper `host:port` for the `zookeeper` strategy (optional).
@@ -163,6 +173,7 @@ pub async fn prepare(args: &ServeArgs) -> anyhow::Result<Backends> {
 async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
     let main = match &args.redis_url {
         Some(url) => MainRedis::fixed(url),
+        None if !args.redis_cluster.is_empty() => MainRedis::cluster(&args.redis_cluster),
         None => MainRedis::sentinel(&args.redis_sentinels, &args.redis_master_name),
     }
     .context("the main redis")?;
@@ -172,7 +183,7 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
         (Some(url), true) => std::slice::from_ref(url),
         (None, true) => {
             anyhow::bail!(
-                "--redlock-urls is required when the main redis is found through sentinels"
+                "--redlock-urls is required when the main redis is found through sentinels or is a cluster"
             )
         }
     };

@@ -18,9 +18,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::backends::conn::RedisConn;
 use futures::StreamExt;
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
 use uuid::Uuid;
 
 use crate::backends::master::MainRedis;
@@ -156,10 +156,7 @@ fn ack_key(token: &str) -> String {
 
 /// Tells every instance that `id` was reset and waits until each one that
 /// received the message has cleared its flag. Returns how many did.
-pub async fn broadcast_reset(
-    conn: &mut MultiplexedConnection,
-    id: i64,
-) -> Result<usize, BackendError> {
+pub async fn broadcast_reset(conn: &mut RedisConn, id: i64) -> Result<usize, BackendError> {
     let token = Uuid::new_v4().simple().to_string();
     let receivers: usize = conn.publish(RESETS, format!("{id}:{token}")).await?;
     let key = ack_key(&token);

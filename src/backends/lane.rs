@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use super::conn::RedisConn;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind};
 
 use super::master::MainRedis;
@@ -50,7 +50,7 @@ pub struct Lane {
 #[derive(Clone)]
 pub struct LaneConn {
     /// The shared multiplexed connection.
-    pub conn: MultiplexedConnection,
+    pub conn: RedisConn,
     generation: u64,
     /// Set by redis-rs when the connection closed.
     closed: Arc<AtomicBool>,

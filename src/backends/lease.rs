@@ -6,7 +6,7 @@
 use std::sync::LazyLock;
 
 use redis::Script;
-use redis::aio::MultiplexedConnection;
+use redis::aio::ConnectionLike;
 
 use crate::error::BackendError;
 
@@ -20,7 +20,7 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
 
 /// One `SET key token NX PX lease`: true when this call took the key.
 pub async fn try_set(
-    conn: &mut MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send),
     key: &str,
     token: &str,
     lease_ms: u64,
@@ -38,7 +38,7 @@ pub async fn try_set(
 
 /// Deletes `key` only if it still holds `token`.
 pub async fn release_key(
-    conn: &mut MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send),
     key: &str,
     token: &str,
 ) -> Result<(), BackendError> {

@@ -2,6 +2,7 @@
 //! masters, ZooKeeper — and [`Footprint`], what a product leaves in them.
 //! Handles only: no knowledge of products, locks or strategies.
 
+pub mod conn;
 pub mod lane;
 pub mod lease;
 pub mod master;

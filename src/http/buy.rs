@@ -258,7 +258,7 @@ const UNKNOWN_COUNT_TTL_SECS: u64 = 86_400;
 
 /// Counts an `outcome_unknown` answer in the product's ledger. Best
 /// effort, briefly: the backend that failed may be this very Redis.
-async fn count_unknown(redis: &mut redis::aio::MultiplexedConnection, product: &Product) {
+async fn count_unknown(redis: &mut crate::backends::conn::RedisConn, product: &Product) {
     let key = crate::product::keys::unknown(product.id, product.epoch);
     let mut pipe = redis::pipe();
     pipe.incr(&key, 1)

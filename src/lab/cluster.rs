@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 use super::durability::{AofFsync, Durability};
@@ -37,6 +38,47 @@ pub struct Cluster {
     /// One replica per master, if asked for (`cluster-replica-1` …), each
     /// following the master of the same index.
     pub replicas: Vec<Node>,
+}
+
+/// Where the lab's cluster is (`seckill lab --redis-cluster`;
+/// [`super::LabInfo::cluster`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    /// The masters' `host:port`, in the order they were created
+    /// (`cluster-1` …): what the instances are given.
+    pub masters: Vec<String>,
+    /// The replicas' `host:port`, the replica of `masters[i]` at `i`
+    /// (`cluster-replica-1` …), if any.
+    pub replicas: Vec<String>,
+}
+
+impl super::Lab {
+    /// Starts a [`Cluster`] for the instances and takes its processes
+    /// over by their names, so a scenario can freeze, resume or kill each.
+    pub(super) async fn start_cluster(
+        &mut self,
+        masters: usize,
+        replicas: bool,
+    ) -> anyhow::Result<()> {
+        let Cluster { masters, replicas } = Cluster::start(
+            &self.info.dir.join("cluster"),
+            masters,
+            replicas,
+            self.info.durability,
+            self.info.redis_fsync,
+        )
+        .await?;
+        let addrs = |nodes: &[Node]| nodes.iter().map(|n| n.addr.to_string()).collect();
+        self.info.cluster = Some(ClusterInfo {
+            masters: addrs(&masters),
+            replicas: addrs(&replicas),
+        });
+        self.info.redis_url = masters[0].url();
+        for node in masters.into_iter().chain(replicas) {
+            self.adopt(node.process);
+        }
+        Ok(())
+    }
 }
 
 /// One line of `CLUSTER NODES`: what a node says about a peer.

@@ -76,6 +76,21 @@ pub struct LabArgs {
     /// failover can be staged (see [`sentinel`]).
     #[arg(long, env = "SECKILL_LAB_REDIS_SENTINEL")]
     pub redis_sentinel: bool,
+    /// Run the instances' Redis as a Redis Cluster of this many masters
+    /// (3 when the flag has no value; see [`cluster`]). The three plain
+    /// Redis servers stay, as RedLock's independent masters.
+    #[arg(
+        long,
+        env = "SECKILL_LAB_REDIS_CLUSTER",
+        num_args = 0..=1,
+        default_missing_value = "3",
+        conflicts_with = "redis_sentinel"
+    )]
+    pub redis_cluster: Option<usize>,
+    /// With `--redis-cluster`: one replica per master, so that a master
+    /// can fail over.
+    #[arg(long, env = "SECKILL_LAB_CLUSTER_REPLICAS", requires = "redis_cluster")]
+    pub cluster_replicas: bool,
 }
 
 impl LabArgs {
@@ -94,6 +109,8 @@ impl LabArgs {
             proxied: false,
             instance_env: Vec::new(),
             redis_sentinel: false,
+            redis_cluster: None,
+            cluster_replicas: false,
         }
     }
 }
@@ -115,6 +132,10 @@ pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'st
         env.retain(|(key, _)| *key != "SECKILL_REDIS_URL");
         env.push(("SECKILL_REDIS_SENTINELS", topology.sentinels.join(",")));
         env.push(("SECKILL_REDIS_MASTER_NAME", topology.master_name.clone()));
+    }
+    if let Some(cluster) = &info.cluster {
+        env.retain(|(key, _)| *key != "SECKILL_REDIS_URL");
+        env.push(("SECKILL_REDIS_CLUSTER", cluster.masters.join(",")));
     }
     env
 }
@@ -138,6 +159,10 @@ pub struct LabInfo {
     /// With `--redis-sentinel`: the main Redis's replica and sentinels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sentinel: Option<sentinel::SentinelInfo>,
+    /// With `--redis-cluster`: its nodes (then [`LabInfo::redis_url`] is
+    /// its first master's, one node of many).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<cluster::ClusterInfo>,
     /// The PostgreSQL the instances use.
     pub postgres_url: String,
     /// ZooKeeper's `host:port`.
@@ -202,6 +227,10 @@ impl Lab {
         );
         // A proxy cannot stand in for an address a sentinel names.
         anyhow::ensure!(
+            !(args.redis_cluster.is_some() && args.proxied),
+            "--redis-cluster and --proxied do not go together: a cluster names its nodes' own addresses"
+        );
+        anyhow::ensure!(
             !(args.redis_sentinel && args.proxied),
             "--redis-sentinel and --proxied do not go together: instances reach the master the sentinels name, past any proxy"
         );
@@ -222,6 +251,9 @@ impl Lab {
             _dir: dir,
         };
         lab.start_backends(args.redis_sentinel).await?;
+        if let Some(masters) = args.redis_cluster {
+            lab.start_cluster(masters, args.cluster_replicas).await?;
+        }
         // No instances: the backends alone, for in-process tests of the
         // router (the fast test tier).
         if args.instances > 0 {
@@ -356,13 +388,19 @@ impl Lab {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
+        self.adopt(process);
+        let process = self.processes.last_mut().expect("just pushed");
+        process.wait_ready(READY_TIMEOUT, ready).await
+    }
+
+    /// Takes over a process already started and ready (it is stopped
+    /// with the lab, newest first, and can be signalled by name).
+    fn adopt(&mut self, process: Managed) {
         self.info.processes.push(ProcessInfo {
             name: process.name.clone(),
             pid: process.pid(),
         });
         self.processes.push(process);
-        let process = self.processes.last_mut().expect("just pushed");
-        process.wait_ready(READY_TIMEOUT, ready).await
     }
 
     /// Sends `signal` to the process called `name`: SIGSTOP freezes it,
@@ -498,6 +536,12 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
         if let Some(topology) = &lab.info.sentinel {
             println!("  replica      {}", topology.replica_url);
             println!("  sentinels    {}", topology.sentinels.join(" "));
+        }
+        if let Some(cluster) = &lab.info.cluster {
+            println!("  cluster      {}", cluster.masters.join(" "));
+            if !cluster.replicas.is_empty() {
+                println!("  replicas     {}", cluster.replicas.join(" "));
+            }
         }
         println!("  zookeeper    {}", lab.info.zookeeper);
         println!("  postgres     {}", lab.info.postgres_url);

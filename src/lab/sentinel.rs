@@ -22,7 +22,7 @@ use tokio::process::Command;
 use super::durability::{AofFsync, Durability};
 use super::process::Managed;
 use super::redis::{self as server, Node, READY_TIMEOUT, loopback};
-use super::{Lab, ProcessInfo, find, free_port};
+use super::{Lab, find, free_port};
 
 /// The name the sentinels know the master by (`SENTINEL MASTER <name>`),
 /// and what a Sentinel-aware client asks for.
@@ -197,11 +197,7 @@ impl Lab {
         // Master first: the lab stops its processes newest first, so the
         // sentinels stop before the master and start no failover.
         for node in [master, replica].into_iter().chain(sentinels) {
-            self.info.processes.push(ProcessInfo {
-                name: node.process.name.clone(),
-                pid: node.process.pid(),
-            });
-            self.processes.push(node.process);
+            self.adopt(node.process);
         }
         Ok(())
     }

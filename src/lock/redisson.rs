@@ -15,9 +15,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::backends::conn::RedisConn;
 use futures::StreamExt;
 use redis::Script;
-use redis::aio::MultiplexedConnection;
+use redis::aio::ConnectionLike;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -86,7 +87,7 @@ static RENEW: LazyLock<Script> = LazyLock::new(|| {
 /// One attempt (or re-entry) by `owner`: `None` when held now, else the
 /// current holder's remaining TTL.
 pub async fn try_lock(
-    conn: &mut MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send),
     product_id: i64,
     owner: &str,
     lease_ms: u64,
@@ -102,7 +103,7 @@ pub async fn try_lock(
 /// One release by `owner`: `None` when it did not hold the lock,
 /// `Some(false)` when still held (re-entered), `Some(true)` when released.
 pub async fn unlock(
-    conn: &mut MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send),
     product_id: i64,
     owner: &str,
     lease_ms: u64,
@@ -202,12 +203,7 @@ impl Drop for Watchdog {
     }
 }
 
-fn start_watchdog(
-    mut conn: MultiplexedConnection,
-    product_id: i64,
-    owner: String,
-    lease_ms: u64,
-) -> Watchdog {
+fn start_watchdog(mut conn: RedisConn, product_id: i64, owner: String, lease_ms: u64) -> Watchdog {
     Watchdog(tokio::spawn(async move {
         let period = Duration::from_millis((lease_ms / 3).max(1));
         loop {

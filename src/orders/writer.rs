@@ -2,8 +2,8 @@
 //! streams into PostgreSQL.
 //!
 //! The orders are sharded over a fixed set of streams (one per hash tag,
-//! see `product::keys`), all known by name; one blocking read waits on
-//! every one of them. It reads through a consumer group, inserts each batch in one statement
+//! see `product::keys`), all known by name; on one Redis, one blocking
+//! read waits on every one of them (on a cluster, see [`read_each`]). It reads through a consumer group, inserts each batch in one statement
 //! that ignores order ids already present (a redelivered entry is harmless),
 //! and acknowledges and deletes the entries only after the commit. Entries
 //! left pending by a consumer that died (idle longer than `CLAIM_IDLE`)
@@ -12,8 +12,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::backends::conn::RedisConn;
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use sqlx::PgPool;
 use tokio::sync::watch;
@@ -94,11 +94,11 @@ struct Writer {
     consumer: String,
     /// A dedicated connection: a blocking XREADGROUP would stall every
     /// other command multiplexed on a shared one.
-    conn: Option<MultiplexedConnection>,
+    conn: Option<RedisConn>,
 }
 
 impl Writer {
-    async fn conn(&mut self) -> Result<MultiplexedConnection, BackendError> {
+    async fn conn(&mut self) -> Result<RedisConn, BackendError> {
         if let Some(conn) = &self.conn {
             return Ok(conn.clone());
         }
@@ -117,19 +117,32 @@ impl Writer {
     /// and acknowledges it. Returns how many entries it moved.
     async fn step(&mut self, block_ms: Option<usize>) -> Result<usize, BackendError> {
         let mut conn = self.conn().await?;
-        let mut options = StreamReadOptions::default()
+        let options = StreamReadOptions::default()
             .group(GROUP, &self.consumer)
             .count(BATCH);
-        if let Some(ms) = block_ms {
-            options = options.block(ms);
-        }
-        let streams = keys::all_orders();
-        let news = vec![">"; streams.len()];
-        let reply: Option<StreamReadReply> = conn.xread_options(&streams, &news, &options).await?;
+        let streams = if conn.is_cluster() {
+            read_each(&conn, &options).await?
+        } else {
+            let options = match block_ms {
+                Some(ms) => options.block(ms),
+                None => options,
+            };
+            let streams = keys::all_orders();
+            let news = vec![">"; streams.len()];
+            let reply: Option<StreamReadReply> =
+                conn.xread_options(&streams, &news, &options).await?;
+            reply.map(|r| r.keys).unwrap_or_default()
+        };
         let mut moved = 0;
-        for stream in reply.map(|r| r.keys).unwrap_or_default() {
+        for stream in streams {
             self.store(&mut conn, &stream.key, &stream.ids).await?;
             moved += stream.ids.len();
+        }
+        if moved == 0
+            && conn.is_cluster()
+            && let Some(ms) = block_ms
+        {
+            tokio::time::sleep(Duration::from_millis(ms as u64)).await;
         }
         Ok(moved)
     }
@@ -161,7 +174,7 @@ impl Writer {
     /// then XACK + XDEL.
     async fn store(
         &self,
-        conn: &mut MultiplexedConnection,
+        conn: &mut RedisConn,
         stream: &str,
         entries: &[StreamId],
     ) -> Result<(), BackendError> {
@@ -193,6 +206,30 @@ impl Writer {
     }
 }
 
+/// On a cluster: one non-blocking read per stream, all at once. A blocking
+/// read may name the keys of one slot only, and a blocked read stalls
+/// every other command to its node on the connection; so an idle writer
+/// polls every `BLOCK_MS` instead of waiting inside Redis (64 cheap reads,
+/// pipelined per master by the cluster connection).
+async fn read_each(
+    conn: &RedisConn,
+    options: &StreamReadOptions,
+) -> Result<Vec<redis::streams::StreamKey>, BackendError> {
+    let reads = keys::all_orders().into_iter().map(|stream| {
+        let mut conn = conn.clone();
+        async move {
+            let reply: Option<StreamReadReply> =
+                conn.xread_options(&[&stream], &[">"], options).await?;
+            Ok::<_, BackendError>(reply.map(|r| r.keys).unwrap_or_default())
+        }
+    });
+    let mut streams = Vec::new();
+    for read in futures::future::join_all(reads).await {
+        streams.extend(read?);
+    }
+    Ok(streams)
+}
+
 /// How long ago the oldest entry was appended: a stream id starts with the
 /// millisecond Redis appended it at.
 fn oldest_age(entries: &[StreamId]) -> Duration {
@@ -210,7 +247,7 @@ fn oldest_age(entries: &[StreamId]) -> Duration {
 /// Creates the consumer group (and the stream) of every order stream
 /// unless it exists. Starting at id 0 means entries written before any
 /// writer existed are not skipped.
-async fn ensure_group(conn: &mut MultiplexedConnection) -> Result<(), BackendError> {
+async fn ensure_group(conn: &mut RedisConn) -> Result<(), BackendError> {
     for stream in keys::all_orders() {
         let created: redis::RedisResult<()> =
             conn.xgroup_create_mkstream(&stream, GROUP, "0").await;

@@ -39,6 +39,16 @@ pub struct RaceArgs {
     /// Instances in the lab started when there is no --url.
     #[arg(long, env = "SECKILL_RACE_INSTANCES", default_value_t = 2)]
     pub instances: usize,
+    /// Race on a lab whose instances use a Redis Cluster of this many
+    /// masters (3 when the flag has no value), as `seckill lab
+    /// --redis-cluster`.
+    #[arg(
+        long,
+        env = "SECKILL_LAB_REDIS_CLUSTER",
+        num_args = 0..=1,
+        default_missing_value = "3"
+    )]
+    pub redis_cluster: Option<usize>,
     /// Strategies to race, comma-separated (default: every registered one).
     #[arg(long, env = "SECKILL_RACE_STRATEGIES", value_delimiter = ',')]
     pub strategies: Vec<String>,
@@ -113,6 +123,7 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
                 admin_token: args.admin_token.clone(),
                 durability: args.durability,
                 redis_fsync: args.redis_fsync,
+                redis_cluster: args.redis_cluster,
                 ..LabArgs::with_instances(args.instances)
             };
             Some(Lab::start(&lab_args).await?)

@@ -153,7 +153,7 @@ fn expand(body: &str) -> String {
 /// one instance): one verdict per order, in order.
 pub async fn run_group(
     script: &Script,
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut crate::backends::conn::RedisConn,
     product: &Product,
     orders: &[Order],
 ) -> Result<Vec<Written>, BackendError> {
