@@ -38,6 +38,7 @@ use sqlx::PgPool;
 
 use crate::backends::lease::release_key;
 use crate::error::{BackendError, Invalid};
+use crate::orders::Order;
 use crate::orders::writer::parse_entry;
 use crate::product::{Product, keys, truncate};
 
@@ -170,8 +171,8 @@ pub async fn claim(
             return Ok(Claimed::Replay(sold));
         }
         if Instant::now() >= deadline {
-            let stream = keys::orders(product.id);
-            return settle(conn, pg, &stream, &redis_key, &found, &pending, ttl).await;
+            let streams = keys::order_streams(product.id, product.settings.segments);
+            return settle(conn, pg, &streams, &redis_key, &found, &pending, ttl).await;
         }
         tokio::time::sleep(POLL).await;
     }
@@ -192,7 +193,7 @@ fn pending_value(order_id: Uuid) -> String {
 async fn settle(
     conn: &mut RedisConn,
     pg: &PgPool,
-    stream: &str,
+    streams: &[String],
     redis_key: &str,
     found: &str,
     pending: &str,
@@ -205,7 +206,7 @@ async fn settle(
     ) else {
         return Ok(Claimed::InProgress);
     };
-    if let Some(sold) = find_order(conn, pg, stream, order_id).await? {
+    if let Some(sold) = find_order(conn, pg, streams, order_id).await? {
         return Ok(Claimed::Replay(sold));
     }
     let now_ms = std::time::SystemTime::now()
@@ -234,11 +235,11 @@ async fn settle(
 }
 
 /// The order `order_id` as a sale's answer, from PostgreSQL or, not yet
-/// moved there, its product's order stream (`stream`).
+/// moved there, one of its product's order streams (`streams`).
 async fn find_order(
     conn: &mut RedisConn,
     pg: &PgPool,
-    stream: &str,
+    streams: &[String],
     order_id: Uuid,
 ) -> Result<Option<Sold>, BackendError> {
     let stored: Option<(i64, String, String)> =
@@ -255,6 +256,26 @@ async fn find_order(
             stock_left: None,
         }));
     }
+    for stream in streams {
+        if let Some(order) = find_in_stream(conn, stream, order_id).await? {
+            return Ok(Some(Sold {
+                order_id,
+                product_id: order.product_id,
+                strategy: order.strategy,
+                served_by: order.served_by,
+                stock_left: None,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The order `order_id` if it waits in `stream`.
+async fn find_in_stream(
+    conn: &mut RedisConn,
+    stream: &str,
+    order_id: Uuid,
+) -> Result<Option<Order>, BackendError> {
     let length: usize = redis::cmd("XLEN").arg(stream).query_async(conn).await?;
     if length > STREAM_SEARCH_LIMIT {
         return Err(BackendError::Unavailable(format!(
@@ -271,14 +292,7 @@ async fn find_order(
         .ids
         .iter()
         .filter_map(parse_entry)
-        .find(|order| order.order_id == order_id)
-        .map(|order| Sold {
-            order_id,
-            product_id: order.product_id,
-            strategy: order.strategy,
-            served_by: order.served_by,
-            stock_left: None,
-        }))
+        .find(|order| order.order_id == order_id))
 }
 
 impl Claim {

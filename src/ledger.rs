@@ -18,7 +18,9 @@ use uuid::Uuid;
 use crate::backends::Backends;
 use crate::error::BackendError;
 use crate::orders::writer::parse_entry;
+use crate::placement::Placed;
 use crate::product::{Product, Settings, keys};
+use crate::store::RedisCell;
 use crate::strategy::{Catalogue, StockLayout};
 
 /// One product's line of the comparison.
@@ -53,6 +55,10 @@ pub struct Ledger {
     pub epoch: i64,
     /// The product's knobs.
     pub settings: Settings,
+    /// Where the stock lives, counter by counter (`GET /stock/{id}`
+    /// only; empty for a PostgreSQL stock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Vec<Placed>>,
 }
 
 /// Order ids still in the stream, by (product, epoch).
@@ -82,11 +88,7 @@ pub async fn compute(
         .bind(&pending_ids)
         .fetch_one(&backends.pg)
         .await?;
-        let layout = match catalogue.get(&product.strategy) {
-            Some(strategy) => strategy.layout(product),
-            None => StockLayout::Redis(vec![keys::stock(product.id)]),
-        };
-        let remaining = remaining(backends, product.id, layout).await?;
+        let remaining = remaining(backends, product.id, layout(catalogue, product)).await?;
         let sold = in_table + pending;
         let taken = product.initial - remaining;
         ledgers.push(Ledger {
@@ -102,6 +104,7 @@ pub async fn compute(
             unknown: unknown.unwrap_or(0),
             epoch: product.epoch,
             settings: product.settings,
+            placement: None,
         });
     }
     Ok(ledgers)
@@ -148,10 +151,20 @@ async fn unknown_counts(
     Ok(backends.redis.get().await?.get_each(&names).await?)
 }
 
+/// How `product`'s strategy lays its stock out (a strategy no longer in
+/// the catalogue: the one Redis counter).
+pub fn layout(catalogue: &Catalogue, product: &Product) -> StockLayout {
+    match catalogue.get(&product.strategy) {
+        Some(strategy) => strategy.layout(product),
+        None => StockLayout::Redis(vec![RedisCell::home(product)]),
+    }
+}
+
 /// The strategy's own stock: the sum of its Redis counters, or the row.
 async fn remaining(backends: &Backends, id: i64, layout: StockLayout) -> Result<i64, BackendError> {
     match layout {
-        StockLayout::Redis(stock_keys) => {
+        StockLayout::Redis(cells) => {
+            let stock_keys: Vec<String> = cells.into_iter().map(|c| c.key).collect();
             let values = backends.redis.get().await?.get_each(&stock_keys).await?;
             Ok(values.into_iter().flatten().sum())
         }

@@ -55,6 +55,7 @@ pub mod ledger;
 pub mod limit;
 pub mod lock;
 pub mod orders;
+pub mod placement;
 pub mod product;
 pub mod products;
 pub mod race;

@@ -7,8 +7,17 @@
 //! transaction for PostgreSQL. Checking first and recording after the sale
 //! is the classic bug: two concurrent requests of one buyer both pass the
 //! check, and a refusal that comes after the decrement leaks the unit.
+//!
+//! One exception, made safe the other way round: `segmented`'s segments
+//! live in other cluster slots than the buyer counts, and no script spans
+//! two slots. There the unit is claimed at the product's home first
+//! ([`claim_at_home`], atomic against the limit) and given back when the
+//! sale surely did not happen ([`give_back`]). A crash between the two
+//! leaves the buyer one unit short of the limit, never over it.
 
-use redis::AsyncCommands;
+use std::sync::LazyLock;
+
+use redis::{AsyncCommands, Script};
 use sqlx::PgConnection;
 
 use crate::error::BackendError;
@@ -39,6 +48,49 @@ pub async fn claim_pg(conn: &mut PgConnection, ctx: &BuyCtx<'_>) -> Result<bool,
         .await?
         .rows_affected();
     Ok(claimed == 1)
+}
+
+/// KEYS: buyer counts. ARGV: buyer, limit. One more unit for the buyer
+/// unless at the limit: 1 when claimed, 0 when not.
+static CLAIM: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') >= tonumber(ARGV[2]) \
+         then return 0 end \
+         redis.call('HINCRBY', KEYS[1], ARGV[1], 1) return 1",
+    )
+});
+
+/// Claims one unit for the buyer in the product's Redis buyer counts,
+/// unless the limit is reached (false). Always true without a limit.
+pub async fn claim_at_home(ctx: &BuyCtx<'_>) -> Result<bool, BackendError> {
+    let limit = ctx.product.settings.per_user_limit;
+    if limit == 0 {
+        return Ok(true);
+    }
+    let claimed: i64 = CLAIM
+        .key(keys::buyers(ctx.product.id))
+        .arg(&ctx.order.user_id)
+        .arg(limit)
+        .invoke_async(&mut ctx.redis.clone())
+        .await?;
+    Ok(claimed == 1)
+}
+
+/// Returns a unit claimed by [`claim_at_home`] whose sale surely did not
+/// happen. Best effort: if Redis does not take it back, the buyer stays
+/// one unit short of the limit.
+pub async fn give_back(ctx: &BuyCtx<'_>) {
+    if ctx.product.settings.per_user_limit == 0 {
+        return;
+    }
+    let returned: Result<i64, _> = ctx
+        .redis
+        .clone()
+        .hincr(keys::buyers(ctx.product.id), &ctx.order.user_id, -1)
+        .await;
+    if let Err(error) = returned {
+        tracing::warn!(%error, product = ctx.product.id, "a claimed unit was not given back");
+    }
 }
 
 /// A hint, read before queueing for a lock: whether the buyer already

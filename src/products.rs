@@ -6,7 +6,7 @@
 //! that ([`ProductCache`]), so a buy reads its product without a round
 //! trip.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +16,7 @@ use redis::AsyncCommands;
 
 use crate::backends::{Backends, Footprint};
 use crate::error::{BackendError, Invalid};
+use crate::product::keys::Place;
 use crate::product::{Product, ResetRequest, Settings, keys, truncate};
 use crate::strategy::{Catalogue, StockLayout};
 
@@ -222,21 +223,43 @@ pub async fn reset(
     stale.clear_rows(&mut tx).await?;
     tx.commit().await?;
 
-    let mut pipe = redis::pipe();
-    pipe.atomic();
-    stale.clear_redis(&mut pipe);
-    if let StockLayout::Redis(stock_keys) = strategy.layout(&product) {
-        for (key, share) in stock_keys
-            .iter()
-            .zip(split(request.stock, stock_keys.len()))
-        {
-            pipe.set(key, share).ignore();
+    // One atomic pipeline per cluster slot (no MULTI spans two): each
+    // place's stale keys deleted, its counters and its copy of the epoch
+    // set. The home's goes last, with the product's JSON, which is what
+    // an instance that missed the reset broadcast reads.
+    let home = Place::home(id).slot();
+    let mut by_slot: BTreeMap<u16, redis::Pipeline> = BTreeMap::new();
+    fn pipe_of(by_slot: &mut BTreeMap<u16, redis::Pipeline>, slot: u16) -> &mut redis::Pipeline {
+        by_slot.entry(slot).or_insert_with(|| {
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            pipe
+        })
+    }
+    for key in &stale.redis {
+        pipe_of(&mut by_slot, keys::slot_of_key(key))
+            .del(key)
+            .ignore();
+    }
+    if let StockLayout::Redis(cells) = strategy.layout(&product) {
+        for (cell, share) in cells.iter().zip(split(request.stock, cells.len())) {
+            pipe_of(&mut by_slot, cell.place.slot())
+                .set(&cell.key, share)
+                .ignore()
+                .set(cell.place.epoch(), epoch)
+                .ignore();
         }
     }
-    pipe.set(keys::epoch(id), epoch).ignore();
-    pipe.set(keys::product(id), to_json(&product)).ignore();
+    pipe_of(&mut by_slot, home)
+        .set(keys::epoch(id), epoch)
+        .ignore()
+        .set(keys::product(id), to_json(&product))
+        .ignore();
+    let last = by_slot.remove(&home);
     let mut conn = backends.redis.get().await?;
-    pipe.query_async::<()>(&mut *conn).await?;
+    for pipe in by_slot.values().chain(&last) {
+        pipe.query_async::<()>(&mut *conn).await?;
+    }
     stale.clear_remote(backends).await;
     Ok(product)
 }
@@ -251,8 +274,8 @@ fn footprint<'a>(catalogue: &Catalogue, versions: impl Iterator<Item = &'a Produ
         all = all.and(Footprint::redis([keys::buyers(product.id)]));
         for strategy in catalogue.all() {
             all = all.and(strategy.footprint(product));
-            if let StockLayout::Redis(stock_keys) = strategy.layout(product) {
-                all = all.and(Footprint::redis(stock_keys));
+            if let StockLayout::Redis(cells) = strategy.layout(product) {
+                all = all.and(Footprint::redis(cells.into_iter().map(|c| c.key)));
             }
         }
     }

@@ -7,7 +7,7 @@
 use redis::Value;
 use seckill::lab::cluster::{Cluster, SLOTS, peers};
 use seckill::lab::durability::{AofFsync, Durability};
-use seckill::product::keys;
+use seckill::product::keys::{self, Place};
 
 /// The slot of `key`, as the cluster computes it.
 async fn keyslot(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> u32 {
@@ -17,6 +17,39 @@ async fn keyslot(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> u32
         .query_async(conn)
         .await
         .expect("CLUSTER KEYSLOT")
+}
+
+/// `CLUSTER SLOTS`: each range of slots and the `host:port` of its master.
+async fn slot_ranges(conn: &mut redis::aio::MultiplexedConnection) -> Vec<(u32, u32, String)> {
+    let reply: Vec<Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(conn)
+        .await
+        .expect("CLUSTER SLOTS");
+    reply
+        .into_iter()
+        .map(|range| {
+            let Value::Array(parts) = range else {
+                panic!("a range: {range:?}")
+            };
+            let int = |v: &Value| match v {
+                Value::Int(n) => *n as u32,
+                other => panic!("a slot: {other:?}"),
+            };
+            let Value::Array(master) = &parts[2] else {
+                panic!("a master: {parts:?}")
+            };
+            let host = match &master[0] {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("a host: {other:?}"),
+            };
+            (
+                int(&parts[0]),
+                int(&parts[1]),
+                format!("{host}:{}", int(&master[1])),
+            )
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,20 +109,35 @@ async fn the_lab_builds_a_cluster_that_routes_each_slot_to_one_master() {
     }
     assert_eq!((answered, moved), (1, 2));
 
-    // Today's key layout, measured: every key of one product shares its
-    // shard's hash tag, so a product's segments are one slot on one
-    // master (what spreading segments over the masters has to change).
+    // The key layout, measured on the server: every key of one product
+    // shares its home's hash tag with the order stream its scripts write,
+    // and the six segments of a product spread over the three masters,
+    // two each, each in a slot of its own place.
     let mut conn = redis::Client::open(cluster.masters[0].url())
         .unwrap()
         .get_multiplexed_async_connection()
         .await
         .expect("master");
     let stock_slot = keyslot(&mut conn, &keys::stock(7)).await;
-    // The order stream a selling script writes is in the same slot.
     assert_eq!(keyslot(&mut conn, &keys::orders(7)).await, stock_slot);
-    for k in 0..6 {
-        assert_eq!(keyslot(&mut conn, &keys::segment(7, k)).await, stock_slot);
-    }
+    assert_eq!(keyslot(&mut conn, &keys::buyers(7)).await, stock_slot);
     assert_ne!(keyslot(&mut conn, &keys::stock(8)).await, stock_slot);
+    let ranges = slot_ranges(&mut conn).await;
+    let mut per_master = std::collections::HashMap::new();
+    for k in 0..6 {
+        let place = Place::segment(7, k, 6);
+        let slot = keyslot(&mut conn, &keys::segment(7, k, 6)).await;
+        assert_eq!(slot, u32::from(place.slot()), "segment {k}");
+        assert_eq!(keyslot(&mut conn, &place.orders()).await, slot);
+        assert_eq!(keyslot(&mut conn, &place.epoch()).await, slot);
+        let master = ranges
+            .iter()
+            .find(|(from, to, _)| (*from..=*to).contains(&slot))
+            .map(|(_, _, addr)| addr.clone())
+            .expect("a master serves the slot");
+        *per_master.entry(master).or_insert(0) += 1;
+    }
+    assert_eq!(per_master.len(), 3, "{per_master:?}");
+    assert!(per_master.values().all(|&n| n == 2), "{per_master:?}");
     cluster.stop().await;
 }

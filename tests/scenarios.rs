@@ -12,13 +12,20 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use seckill::info::{Expect, Hazard};
-use seckill::race::scenario::{LOCK_AND_STORE, LOCK_ONLY, MIN_SPEEDUP, ScenarioRow};
+use seckill::race::scenario::{
+    HOT_MIN, LOCK_AND_STORE, LOCK_ONLY, MIN_SPEEDUP, SPREAD_MAX, ScenarioRow,
+};
 use seckill::strategy::Catalogue;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Runs a scenario with small knobs and returns its rows.
 fn scenario(name: &str) -> Vec<ScenarioRow> {
+    scenario_with(name, &[])
+}
+
+/// The same, with more flags for `seckill race`.
+fn scenario_with(name: &str, flags: &[&str]) -> Vec<ScenarioRow> {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let out = tempfile::NamedTempFile::new().expect("temp file");
     let page = tempfile::NamedTempFile::new().expect("temp file");
@@ -32,6 +39,7 @@ fn scenario(name: &str) -> Vec<ScenarioRow> {
             "--buyers",
             "200",
         ])
+        .args(flags)
         .args(["--concurrency", "50", "--json"])
         .arg(out.path())
         .arg("--report")
@@ -162,6 +170,13 @@ fn contention_oversells_only_without_a_shared_lock() {
     for info in Catalogue::new().infos().iter().filter(|i| i.safe) {
         assert_eq!(row(&rows, info.id, "").row.oversold, 0, "{}", info.id);
     }
+}
+
+#[test]
+fn on_a_redis_cluster_every_strategy_keeps_its_verdict() {
+    let rows = scenario_with("contention", &["--redis-cluster", "3"]);
+    assert_eq!(rows.len(), Catalogue::new().ids().len());
+    assert_every_declared(&rows, Hazard::Contention);
 }
 
 #[test]
@@ -377,6 +392,27 @@ fn a_failover_loses_a_single_redis_lock_but_not_redlock() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn a_cluster_spreads_segments_and_products_but_not_one_hot_key() {
+    let rows = scenario("cluster-spread");
+    let busiest = |r: &ScenarioRow| r.masters.iter().map(|m| m.share).fold(0.0, f64::max);
+    for r in &rows {
+        assert_eq!(r.masters.len(), 3, "{r:?}");
+        // A sale is one XADD on the master of its place.
+        let sales: u64 = r.masters.iter().map(|m| m.sales).sum();
+        assert_eq!(sales as i64, r.row.sold, "{r:?}");
+        assert_eq!(r.row.sold, r.row.initial, "{r:?}");
+    }
+    let hot = row(&rows, "redis-lua", "hot key");
+    assert!(busiest(hot) >= HOT_MIN, "{hot:?}");
+    assert_eq!(hot.masters.iter().filter(|m| m.sales > 0).count(), 1);
+    for (strategy, variant) in [("segmented", "segments=6"), ("redis-lua", "12 products")] {
+        let spread = row(&rows, strategy, variant);
+        assert!(busiest(spread) <= SPREAD_MAX, "{spread:?}");
+        assert!(spread.masters.iter().all(|m| m.sales > 0), "{spread:?}");
     }
 }
 

@@ -88,14 +88,6 @@ impl Footprint {
         Ok(())
     }
 
-    /// Adds the deletion of the Redis keys to the caller's pipeline (the
-    /// reset's, which also lays out the new stock).
-    pub fn clear_redis(&self, pipe: &mut redis::Pipeline) {
-        for key in &self.redis {
-            pipe.del(key).ignore();
-        }
-    }
-
     /// Best effort: the keys on every RedLock master and the lock nodes.
     /// A master or ZooKeeper that is down has nothing a live holder could
     /// be confused by.

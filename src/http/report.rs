@@ -14,7 +14,7 @@ use crate::chart::{self, Bar};
 use crate::error::{ApiError, ErrorBody};
 use crate::ledger::{self, Ledger};
 use crate::product::parse_id;
-use crate::products;
+use crate::{placement, products};
 
 /// The live dashboard (`GET /`): the comparison chart, refreshed every
 /// second from `/report?format=svg`.
@@ -28,7 +28,7 @@ pub async fn dashboard() -> Html<&'static str> {
     Html(include_str!("dashboard.html"))
 }
 
-/// One product's ledger.
+/// One product's ledger, with where its stock lives.
 #[utoipa::path(
     get,
     path = "/stock/{id}",
@@ -47,11 +47,16 @@ pub async fn one(
 ) -> Result<Json<Ledger>, ApiError> {
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let id = parse_id(&raw_id)?;
-    let product = products::load(app.backends(), &mut *app.redis().await?, id)
+    let mut conn = app.redis().await?;
+    let product = products::load(app.backends(), &mut conn, id)
         .await?
         .ok_or(ApiError::UnknownProduct(id))?;
+    let layout = ledger::layout(app.catalogue(), &product);
+    let placement = placement::of(&mut conn, layout).await?;
     let mut ledgers = ledger::compute(app.backends(), app.catalogue(), &[product]).await?;
-    Ok(Json(ledgers.remove(0)))
+    let mut ledger = ledgers.remove(0);
+    ledger.placement = Some(placement);
+    Ok(Json(ledger))
 }
 
 /// `GET /report`'s query.

@@ -8,6 +8,7 @@
 //! Timings are shortened as in the Sentinel topology: a master silent for
 //! [`NODE_TIMEOUT`] is failed over in seconds, not the default 15 s.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -217,29 +218,41 @@ impl Cluster {
     }
 }
 
-/// What the node at `url` knows of the cluster (`CLUSTER NODES`).
-pub async fn peers(url: &str) -> anyhow::Result<Vec<Peer>> {
+/// The text a node at `url` answers `command` with (its own connection).
+async fn ask(url: &str, command: &[&str]) -> anyhow::Result<String> {
     let mut conn = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let text: String = redis::cmd("CLUSTER")
-        .arg("NODES")
+    Ok(redis::cmd(command[0])
+        .arg(&command[1..])
         .query_async(&mut conn)
-        .await?;
+        .await?)
+}
+
+/// What the node at `url` knows of the cluster (`CLUSTER NODES`).
+pub async fn peers(url: &str) -> anyhow::Result<Vec<Peer>> {
+    let text = ask(url, &["CLUSTER", "NODES"]).await?;
     Ok(text.lines().filter_map(parse_peer).collect())
+}
+
+/// How many times the node at `addr` (`host:port`) has run each command
+/// since it started, from `INFO commandstats` (commands a script calls
+/// count too: a selling script's `XADD` is one sale).
+pub async fn command_calls(addr: &str) -> anyhow::Result<BTreeMap<String, u64>> {
+    let text = ask(&format!("redis://{addr}"), &["INFO", "commandstats"]).await?;
+    Ok(text.lines().filter_map(parse_calls).collect())
+}
+
+/// `cmdstat_evalsha:calls=12,usec=…` as (`evalsha`, 12).
+fn parse_calls(line: &str) -> Option<(String, u64)> {
+    let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+    let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+    Some((name.to_owned(), calls.parse().ok()?))
 }
 
 /// `cluster_state:ok` in the node's `CLUSTER INFO`.
 async fn state_ok(url: &str) -> bool {
-    let Ok(client) = redis::Client::open(url) else {
-        return false;
-    };
-    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
-        return false;
-    };
-    redis::cmd("CLUSTER")
-        .arg("INFO")
-        .query_async::<String>(&mut conn)
+    ask(url, &["CLUSTER", "INFO"])
         .await
         .is_ok_and(|info| info.lines().any(|l| l.trim() == "cluster_state:ok"))
 }
@@ -274,6 +287,19 @@ fn parse_peer(line: &str) -> Option<Peer> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_commandstats_line_gives_its_calls() {
+        assert_eq!(
+            parse_calls("cmdstat_evalsha:calls=12,usec=340,usec_per_call=28.33,rejected_calls=0"),
+            Some(("evalsha".to_owned(), 12))
+        );
+        assert_eq!(
+            parse_calls("cmdstat_cluster|slots:calls=3,usec=1"),
+            Some(("cluster|slots".to_owned(), 3))
+        );
+        assert_eq!(parse_calls("# Commandstats"), None);
+    }
 
     #[test]
     fn a_nodes_line_gives_its_role_and_slot_count() {

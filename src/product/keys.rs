@@ -1,7 +1,7 @@
 //! Redis key names for one product.
 //!
 //! Every product belongs to one of [`SHARDS`] order-stream shards, by its
-//! id, and all its keys carry the shard's hash tag (`{s17}`): a selling
+//! id, and all its keys carry the shard's hash tag (`{s17.40}`): a selling
 //! script touches the product's keys *and* its shard's order stream, and
 //! Redis Cluster runs a script only on keys of one slot. A fixed number of
 //! shards means the order writers know every stream by name, with no
@@ -18,7 +18,156 @@ pub fn shard(id: i64) -> i64 {
 
 /// The key prefix of product `id`: its shard's hash tag, then the id.
 fn product_prefix(id: i64) -> String {
-    format!("seckill:{{s{}}}:{id}", shard(id))
+    Place::home(id).prefix()
+}
+
+/// Where a group of a product's keys lives: one shard's hash tag, hence
+/// one cluster slot. A selling script takes all its keys from one place:
+/// the counter it sells from, the reset epoch it checks, the order stream
+/// it appends to, the buyer counts and the fencing record.
+///
+/// A product's home is its own shard. `segmented` puts each segment in a
+/// place of its own ([`Place::segment`]), so that its segments spread
+/// over a cluster's masters; each such place carries a copy of the
+/// product's epoch (written by the reset) and takes the segment's orders
+/// in its own shard's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    shard: i64,
+    id: i64,
+}
+
+/// Hash slots of a Redis Cluster.
+pub const SLOTS: u16 = 16384;
+
+/// Each shard's hash tag, and its slot, computed once (see [`tag_of`]).
+static SHARD_TAGS: std::sync::LazyLock<Vec<(String, u16)>> = std::sync::LazyLock::new(|| {
+    (0..SHARDS)
+        .map(|s| {
+            let tag = tag_of(s);
+            let slot = slot_of_tag(&tag);
+            (tag, slot)
+        })
+        .collect()
+});
+
+/// The slot of `shard`'s hash tag.
+fn shard_slot(shard: i64) -> u16 {
+    SHARD_TAGS[shard as usize].1
+}
+
+/// The hash tag of `shard`: `s<shard>.<j>` with the first `j` whose slot
+/// falls in the shard's own arc of the slot ring (the ring cut into
+/// [`SHARDS`] equal arcs). The arcs are dealt out in bit-reversed order
+/// (0, 32, 16, 48, 8 …), so any run of consecutive shards — consecutive
+/// product ids — lands evenly round the ring, and so evenly over any
+/// number of masters that split the ring into equal ranges. Tags of
+/// plain names (`s0`, `s1` …) fall where CRC16 puts them: measured, 7 of
+/// 12 consecutive products on one master of three.
+fn tag_of(shard: i64) -> String {
+    const BITS: u32 = SHARDS.trailing_zeros();
+    const { assert!((SHARDS as u64).is_power_of_two()) };
+    let arc = (shard as u32).reverse_bits() >> (u32::BITS - BITS);
+    let width = u32::from(SLOTS) / SHARDS as u32;
+    (0..)
+        .map(|j| format!("s{shard}.{j}"))
+        .find(|tag| u32::from(slot_of_tag(tag)) / width == arc)
+        .expect("some suffix hashes into every arc")
+}
+
+impl Place {
+    /// Product `id`'s own place.
+    pub fn home(id: i64) -> Self {
+        Self {
+            shard: shard(id),
+            id,
+        }
+    }
+
+    /// Where segment `k` of `segments` of product `id` lives: the shard
+    /// whose slot is nearest to the middle of the `k`-th of `segments`
+    /// equal arcs of the slot ring. A cluster's masters serve contiguous
+    /// slot ranges (`redis-cli --cluster create` splits them evenly), so
+    /// when their number divides `segments`, every boundary between two
+    /// masters lies halfway between two targets — at least 256 slots from
+    /// each for up to 32 segments — and every target has a shard less
+    /// than 256 slots away (one in each arc, see [`tag_of`]): each master
+    /// gets exactly its share of segments, with no need to ask the
+    /// cluster. One Redis is one master; the spread costs nothing there.
+    pub fn segment(id: i64, k: u32, segments: u32) -> Self {
+        let segments = segments.max(1);
+        let target = (u32::from(SLOTS) * (2 * k + 1) / (2 * segments)) as u16;
+        let distance = |slot: u16| {
+            let d = slot.abs_diff(target);
+            d.min(SLOTS - d)
+        };
+        let shard = (0..SHARDS)
+            .min_by_key(|&s| (distance(shard_slot(s)), s))
+            .unwrap_or(0);
+        Self { shard, id }
+    }
+
+    fn prefix(self) -> String {
+        format!(
+            "seckill:{{{}}}:{}",
+            SHARD_TAGS[self.shard as usize].0, self.id
+        )
+    }
+
+    /// The cluster slot every key of this place hashes to.
+    pub fn slot(self) -> u16 {
+        shard_slot(self.shard)
+    }
+
+    /// The product's reset epoch, or this place's copy of it.
+    pub fn epoch(self) -> String {
+        format!("{}:epoch", self.prefix())
+    }
+
+    /// The order stream of this place's shard.
+    pub fn orders(self) -> String {
+        orders_of_shard(self.shard)
+    }
+
+    /// Units held per buyer, counted here.
+    pub fn buyers(self) -> String {
+        format!("{}:buyers", self.prefix())
+    }
+
+    /// The newest fencing token that has touched a counter here.
+    pub fn fence_seen(self) -> String {
+        format!("{}:fence:seen", self.prefix())
+    }
+}
+
+/// The Redis Cluster slot of `key`: its hash tag's (the text between the
+/// first `{` and the next `}`, when not empty), else the whole key's.
+pub fn slot_of_key(key: &str) -> u16 {
+    let tag = key.find('{').and_then(|open| {
+        let rest = &key[open + 1..];
+        rest.find('}').map(|close| &rest[..close])
+    });
+    match tag {
+        Some(tag) if !tag.is_empty() => slot_of_tag(tag),
+        _ => slot_of_tag(key),
+    }
+}
+
+/// The Redis Cluster slot of a hash tag: CRC16 (XMODEM) of the tag, modulo
+/// [`SLOTS`] — what the server computes for a key `…{tag}…`.
+fn slot_of_tag(tag: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for byte in tag.bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % SLOTS
 }
 
 /// The Redis strategies' stock counter.
@@ -28,7 +177,7 @@ pub fn stock(id: i64) -> String {
 /// The current reset generation, checked by every Redis write so a buy
 /// that started before a reset cannot sell into the new stock.
 pub fn epoch(id: i64) -> String {
-    format!("{}:epoch", product_prefix(id))
+    Place::home(id).epoch()
 }
 /// The product's JSON, the buy path's cache of the PostgreSQL row.
 pub fn product(id: i64) -> String {
@@ -44,23 +193,23 @@ pub fn fence(id: i64) -> String {
 }
 /// The newest fencing token that has touched the stock.
 pub fn fence_seen(id: i64) -> String {
-    format!("{}:fence:seen", product_prefix(id))
+    Place::home(id).fence_seen()
 }
 /// The Pub/Sub channel announcing a `redisson` unlock.
 pub fn unlock_channel(id: i64) -> String {
     format!("{}:unlock", product_prefix(id))
 }
-/// Stock of segment `k` of `segmented`.
-pub fn segment(id: i64, k: u32) -> String {
-    format!("{}:seg:{k}", product_prefix(id))
+/// Stock of segment `k` of `segments` of `segmented`, in its own place.
+pub fn segment(id: i64, k: u32, segments: u32) -> String {
+    format!("{}:seg:{k}", Place::segment(id, k, segments).prefix())
 }
-/// Lock of segment `k` of `segmented`.
-pub fn segment_lock(id: i64, k: u32) -> String {
-    format!("{}:seg:{k}:lock", product_prefix(id))
+/// Lock of segment `k` of `segments` of `segmented`.
+pub fn segment_lock(id: i64, k: u32, segments: u32) -> String {
+    format!("{}:seg:{k}:lock", Place::segment(id, k, segments).prefix())
 }
 /// Units held per buyer (a hash: buyer -> count), for `per_user_limit`.
 pub fn buyers(id: i64) -> String {
-    format!("{}:buyers", product_prefix(id))
+    Place::home(id).buyers()
 }
 /// A buyer's `Idempotency-Key` for one reset of the product: pending,
 /// or the answer of the sale it made.
@@ -83,12 +232,26 @@ pub fn unknown(id: i64, epoch: i64) -> String {
 /// shard's, shared with the other products of the shard, drained into
 /// PostgreSQL by every instance's order writer.
 pub fn orders(id: i64) -> String {
-    orders_of_shard(shard(id))
+    Place::home(id).orders()
+}
+
+/// Every stream that may hold orders of product `id` sold with
+/// `segments` segments: its home's and, for `segmented`, its segments'
+/// places' (each once).
+pub fn order_streams(id: i64, segments: u32) -> Vec<String> {
+    let mut streams = vec![orders(id)];
+    for k in 0..segments {
+        let stream = Place::segment(id, k, segments).orders();
+        if !streams.contains(&stream) {
+            streams.push(stream);
+        }
+    }
+    streams
 }
 
 /// The order stream of `shard`.
 pub fn orders_of_shard(shard: i64) -> String {
-    format!("seckill:{{s{shard}}}:orders")
+    format!("seckill:{{{}}}:orders", SHARD_TAGS[shard as usize].0)
 }
 
 /// Every order stream, shard by shard: what the writers drain.
@@ -118,8 +281,6 @@ mod tests {
                 lock(id),
                 fence(id),
                 fence_seen(id),
-                segment(id, 3),
-                segment_lock(id, 3),
                 buyers(id),
                 idempotency(id, 2, "a:b", "k}{"),
                 unknown(id, 2),
@@ -133,5 +294,79 @@ mod tests {
         assert!(all_orders().contains(&orders(i64::MAX)));
         // Products of one shard keep apart.
         assert_ne!(stock(1), stock(1 + SHARDS));
+    }
+
+    #[test]
+    fn slots_are_what_redis_computes() {
+        // `CLUSTER KEYSLOT` answers, from a real server.
+        assert_eq!(slot_of_tag("123456789"), 12739);
+        assert_eq!(slot_of_tag("s0"), 11097);
+        assert_eq!(slot_of_tag("user1000"), 3443);
+        assert_eq!(slot_of_key("seckill:{s0}:64:stock"), 11097);
+        assert_eq!(slot_of_key("foo{}{bar}"), 8363);
+        assert_eq!(slot_of_key("{user1000}.following"), 3443);
+    }
+
+    #[test]
+    fn a_segments_keys_share_its_places_tag() {
+        for id in [1, 9001, 990_001] {
+            for segments in [1, 4, 6] {
+                for k in 0..segments {
+                    let place = Place::segment(id, k, segments);
+                    let stream = place.orders();
+                    for key in [
+                        segment(id, k, segments),
+                        segment_lock(id, k, segments),
+                        place.epoch(),
+                        place.buyers(),
+                        place.fence_seen(),
+                    ] {
+                        assert_eq!(tag(&key), tag(&stream), "{key} vs {stream}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Which of `masters` equal contiguous slot ranges serves `slot`.
+    fn master_of(slot: u16, masters: u32) -> u32 {
+        u32::from(slot) * masters / u32::from(SLOTS)
+    }
+
+    #[test]
+    fn every_shard_owns_its_arc_and_consecutive_products_spread() {
+        let width = u32::from(SLOTS) / SHARDS as u32;
+        let mut arcs: Vec<u32> = (0..SHARDS)
+            .map(|s| u32::from(shard_slot(s)) / width)
+            .collect();
+        arcs.sort_unstable();
+        assert_eq!(arcs, (0..SHARDS as u32).collect::<Vec<_>>());
+        // Any 12 consecutive products over 3 equal masters: at most 5 on
+        // one (under half), wherever the run starts.
+        for first in 0..SHARDS {
+            let mut per_master = [0; 3];
+            for id in first..first + 12 {
+                per_master[master_of(Place::home(id).slot(), 3) as usize] += 1;
+            }
+            assert!(
+                per_master.iter().all(|&n| n <= 5),
+                "{first}: {per_master:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn segments_spread_evenly_over_masters_that_divide_them() {
+        for (segments, masters) in [(6, 3), (3, 3), (12, 3), (8, 4), (10, 5), (32, 4)] {
+            let mut per_master = vec![0; masters as usize];
+            for k in 0..segments {
+                per_master[master_of(Place::segment(1, k, segments).slot(), masters) as usize] += 1;
+            }
+            let share = segments / masters;
+            assert!(
+                per_master.iter().all(|&n| n == share),
+                "{segments} over {masters}: {per_master:?}"
+            );
+        }
     }
 }

@@ -41,7 +41,8 @@ pub struct RaceArgs {
     pub instances: usize,
     /// Race on a lab whose instances use a Redis Cluster of this many
     /// masters (3 when the flag has no value), as `seckill lab
-    /// --redis-cluster`.
+    /// --redis-cluster`. Of the scenarios, `contention` honours it (the
+    /// cluster scenarios start their own).
     #[arg(
         long,
         env = "SECKILL_LAB_REDIS_CLUSTER",
@@ -235,6 +236,7 @@ async fn run_scenario(name: &str, args: &RaceArgs) -> anyhow::Result<bool> {
         concurrency: args.concurrency,
         work_ms: args.work_ms,
         history: args.history.clone(),
+        redis_cluster: args.redis_cluster,
     };
     let rows = scenario::run(name, knobs).await?;
     print!("{}", table::render_scenarios(&rows));

@@ -180,7 +180,23 @@ pub fn render_scenarios(rows: &[ScenarioRow]) -> String {
             ];
             cells.extend(race_cells(&r.row));
             cells.push(if r.met { "yes" } else { "NO" }.to_owned());
-            (cells, format!("{} / {}", r.expected, errors(&r.row)))
+            let masters: String = r
+                .masters
+                .iter()
+                .map(|m| {
+                    format!(
+                        " / {}: {} commands ({:.0}%), {} sales",
+                        m.master,
+                        m.commands,
+                        m.share * 100.0,
+                        m.sales
+                    )
+                })
+                .collect();
+            (
+                cells,
+                format!("{} / {}{masters}", r.expected, errors(&r.row)),
+            )
         })
         .collect();
     layout(&columns, "expected / errors", &lines)

@@ -18,6 +18,7 @@ pub mod script;
 
 use crate::backends::Footprint;
 use crate::error::BackendError;
+use crate::product::keys::Place;
 use crate::product::{Product, StoreKind, keys};
 use crate::sale::BuyCtx;
 pub use script::Written;
@@ -26,16 +27,43 @@ pub use script::Written;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cell {
     /// A Redis counter (the product's, or one segment's).
-    Redis(String),
+    Redis(RedisCell),
     /// The product's `products.stock`.
     Postgres,
+}
+
+/// A Redis counter and where the script that writes it finds the rest of
+/// its keys (one place, one cluster slot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisCell {
+    /// The counter.
+    pub key: String,
+    /// Its place: the epoch, order stream, buyer counts and fencing
+    /// record the selling script uses.
+    pub place: Place,
+    /// Whether the selling script checks and counts the per-buyer limit.
+    /// False where the buyer's unit was claimed beforehand at the
+    /// product's home ([`crate::limit::claim_at_home`]): a segment away
+    /// from home cannot count the buyer in the same atomic step.
+    pub counts_buyer: bool,
+}
+
+impl RedisCell {
+    /// The product's one counter, at home, counting buyers.
+    pub fn home(product: &Product) -> Self {
+        Self {
+            key: keys::stock(product.id),
+            place: Place::home(product.id),
+            counts_buyer: true,
+        }
+    }
 }
 
 impl Cell {
     /// The product's whole stock in `kind`.
     pub fn of(kind: StoreKind, product: &Product) -> Self {
         match kind {
-            StoreKind::Redis => Self::Redis(keys::stock(product.id)),
+            StoreKind::Redis => Self::Redis(RedisCell::home(product)),
             StoreKind::Postgres => Self::Postgres,
         }
     }
@@ -52,7 +80,7 @@ pub fn footprint(kind: StoreKind, product: &Product) -> Footprint {
 /// Reads the stock, registering `fence` as the newest token if given.
 pub async fn read(ctx: &BuyCtx<'_>, cell: &Cell, fence: Option<u64>) -> Result<i64, BackendError> {
     match cell {
-        Cell::Redis(key) => redis_store::read(ctx, key, fence).await,
+        Cell::Redis(cell) => redis_store::read(ctx, cell, fence).await,
         Cell::Postgres => pg_store::read(ctx, fence).await,
     }
 }
@@ -65,7 +93,7 @@ pub async fn write(
     fence: Option<u64>,
 ) -> Result<Written, BackendError> {
     match cell {
-        Cell::Redis(key) => redis_store::write(ctx, key, new_stock, fence).await,
+        Cell::Redis(cell) => redis_store::write(ctx, cell, new_stock, fence).await,
         Cell::Postgres => pg_store::write(ctx, new_stock, fence).await,
     }
 }

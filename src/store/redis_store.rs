@@ -5,9 +5,9 @@ use std::sync::LazyLock;
 
 use redis::{AsyncCommands, Script};
 
+use super::RedisCell;
 use super::script::{self, Written};
 use crate::error::BackendError;
-use crate::product::keys;
 use crate::sale::BuyCtx;
 
 /// KEYS: stock, fence-seen. ARGV: fencing token.
@@ -35,29 +35,33 @@ static WRITE: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
-/// The counter at `key` (0 when missing), registering `fence` when given.
-pub async fn read(ctx: &BuyCtx<'_>, key: &str, fence: Option<u64>) -> Result<i64, BackendError> {
+/// The counter (0 when missing), registering `fence` when given.
+pub async fn read(
+    ctx: &BuyCtx<'_>,
+    cell: &RedisCell,
+    fence: Option<u64>,
+) -> Result<i64, BackendError> {
     let mut conn = ctx.redis.clone();
     match fence {
         None => {
-            let stock: Option<i64> = conn.get(key).await?;
+            let stock: Option<i64> = conn.get(&cell.key).await?;
             Ok(stock.unwrap_or(0))
         }
         Some(token) => Ok(READ_FENCED
-            .key(key)
-            .key(keys::fence_seen(ctx.product.id))
+            .key(&cell.key)
+            .key(cell.place.fence_seen())
             .arg(token)
             .invoke_async(&mut conn)
             .await?),
     }
 }
 
-/// Writes `new_stock` to `key` and appends the order, atomically.
+/// Writes `new_stock` to the counter and appends the order, atomically.
 pub async fn write(
     ctx: &BuyCtx<'_>,
-    key: &str,
+    cell: &RedisCell,
     new_stock: i64,
     fence: Option<u64>,
 ) -> Result<Written, BackendError> {
-    script::run(&WRITE, ctx, key, Some(new_stock), fence).await
+    script::run(&WRITE, ctx, cell, Some(new_stock), fence).await
 }

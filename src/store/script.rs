@@ -9,6 +9,7 @@
 
 use redis::Script;
 
+use super::RedisCell;
 use crate::error::{AtCommit, BackendError};
 use crate::orders::{Order, fields};
 use crate::product::{Product, keys};
@@ -180,24 +181,29 @@ pub async fn run_group(
     reply.chunks(2).map(Written::from_reply).collect()
 }
 
-/// Runs a [`selling`] script for this buy on `stock_key`, with the new
-/// stock and the fencing token where the script uses them.
+/// Runs a [`selling`] script for this buy on `cell`, with the new stock
+/// and the fencing token where the script uses them.
 pub async fn run(
     script: &Script,
     ctx: &BuyCtx<'_>,
-    stock_key: &str,
+    cell: &RedisCell,
     new_stock: Option<i64>,
     fence: Option<u64>,
 ) -> Result<Written, BackendError> {
     let id = ctx.product.id;
+    let limit = if cell.counts_buyer {
+        ctx.product.settings.per_user_limit
+    } else {
+        0
+    };
     let reply: Vec<i64> = script
-        .key(stock_key)
-        .key(keys::epoch(id))
-        .key(keys::orders(id))
-        .key(keys::buyers(id))
-        .key(keys::fence_seen(id))
+        .key(&cell.key)
+        .key(cell.place.epoch())
+        .key(cell.place.orders())
+        .key(cell.place.buyers())
+        .key(cell.place.fence_seen())
         .arg(ctx.product.epoch)
-        .arg(ctx.product.settings.per_user_limit)
+        .arg(limit)
         .arg(&ctx.order.stream_args())
         .arg(new_stock.map(|s| s.to_string()).unwrap_or_default())
         .arg(fence.map(|t| t.to_string()).unwrap_or_default())
@@ -207,7 +213,7 @@ pub async fn run(
     let written = Written::from_reply(&reply)?;
     // A segment's count is not the product's: no unit number from it.
     Ok(match written {
-        Written::Sold { .. } if stock_key != keys::stock(id) => Written::Sold { left: None },
+        Written::Sold { .. } if cell.key != keys::stock(id) => Written::Sold { left: None },
         other => other,
     })
 }

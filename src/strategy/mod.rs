@@ -35,17 +35,18 @@ use futures::future::BoxFuture;
 use crate::backends::Footprint;
 use crate::error::BackendError;
 use crate::info::Info;
-use crate::product::{Product, StoreKind, keys};
+use crate::product::{Product, StoreKind};
 use crate::sale::BuyCtx;
-use crate::store::{self, Written};
+use crate::store::{self, RedisCell, Written};
 pub use catalogue::Catalogue;
 
 /// Where a product's stock lives, as its strategy lays it out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StockLayout {
     /// Redis counters; the stock is split evenly over them (one key for
-    /// most strategies, one per segment for `segmented`).
-    Redis(Vec<String>),
+    /// most strategies, one per segment for `segmented`), each in its
+    /// place.
+    Redis(Vec<RedisCell>),
     /// `products.stock`.
     Postgres,
 }
@@ -119,7 +120,7 @@ pub trait Strategy: Send + Sync {
     /// this strategy's own backend.
     fn layout(&self, product: &Product) -> StockLayout {
         match store_of(self.info(), product) {
-            StoreKind::Redis => StockLayout::Redis(vec![keys::stock(product.id)]),
+            StoreKind::Redis => StockLayout::Redis(vec![RedisCell::home(product)]),
             StoreKind::Postgres => StockLayout::Postgres,
         }
     }

@@ -16,9 +16,9 @@ use redis::Script;
 use super::{Outcome, Strategy};
 use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
-use crate::product::{StoreKind, keys};
+use crate::product::StoreKind;
 use crate::sale::BuyCtx;
-use crate::store::script;
+use crate::store::{RedisCell, script};
 
 /// Check the reset, the stock and the buyer's limit, then decrement and
 /// record the order: all or nothing.
@@ -56,7 +56,7 @@ impl Strategy for RedisLua {
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-        let stock = keys::stock(ctx.product.id);
-        Ok(script::run(&BUY, ctx, &stock, None, None).await?.into())
+        let cell = RedisCell::home(ctx.product);
+        Ok(script::run(&BUY, ctx, &cell, None, None).await?.into())
     }
 }

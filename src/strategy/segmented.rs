@@ -4,6 +4,13 @@
 //! its user id and walks on when a segment is empty or busy; the product is
 //! sold out only when every segment is.
 //!
+//! Each segment lives in a place of its own (`keys::Place::segment`): on
+//! a Redis Cluster the segments spread evenly over the masters, so K
+//! segments are K locks on up to K cores, not K keys on one. Its sale
+//! records the order in its own place's stream and checks its own copy
+//! of the reset epoch; the per-buyer limit is claimed at the product's
+//! home first (see `limit`).
+//!
 //! Each segment is the shared critical section under a one-try lease lock
 //! (`SegmentLock`), held through [`locked::hold`] like every locked
 //! strategy.
@@ -26,9 +33,10 @@ use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::limit;
 use crate::lock::{Lock, Token, Waiting};
+use crate::product::keys::Place;
 use crate::product::{Product, StoreKind, keys};
 use crate::sale::BuyCtx;
-use crate::store::{self, Cell};
+use crate::store::{self, Cell, RedisCell};
 
 /// The segmented-stock strategy.
 pub struct Segmented;
@@ -37,7 +45,7 @@ const INFO: Info = Info {
     id: "segmented",
     backend: "redis",
     store: StoreKind::Redis,
-    mechanism: "stock split into K keys, each with its own SET NX PX lock; buyers start at a hashed segment and walk on",
+    mechanism: "stock split into K keys spread over a cluster's masters, each with its own SET NX PX lock; buyers start at a hashed segment and walk on",
     safe: true,
     safe_against: "many instances; high contention (K locks instead of one)",
     unsafe_against: "work that outlives lease_ms, as with redis-lock",
@@ -52,6 +60,60 @@ fn first_segment(user: &str, segments: u32) -> u32 {
     let mut hasher = DefaultHasher::new();
     user.hash(&mut hasher);
     (hasher.finish() % u64::from(segments)) as u32
+}
+
+/// Segment `k`'s counter, in its own place; the buyer was counted at
+/// home already.
+fn cell(product: &Product, k: u32) -> RedisCell {
+    let segments = product.settings.segments.max(1);
+    RedisCell {
+        key: keys::segment(product.id, k, segments),
+        place: Place::segment(product.id, k, segments),
+        counts_buyer: false,
+    }
+}
+
+/// Walks the segments from the buyer's own until one sells, all are
+/// empty, or `acquire_timeout_ms` passes with every segment that has
+/// stock locked.
+async fn walk(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+    let product = ctx.product;
+    let segments = product.settings.segments.max(1);
+    let start = first_segment(&ctx.order.user_id, segments);
+    let deadline = Instant::now() + Duration::from_millis(product.settings.acquire_timeout_ms);
+    for attempt in 0.. {
+        let mut stock_seen = false;
+        for step in 0..segments {
+            let k = (start + step) % segments;
+            let cell = Cell::Redis(cell(product, k));
+            if store::read(ctx, &cell, None).await? <= 0 {
+                continue;
+            }
+            stock_seen = true;
+            let lock = SegmentLock {
+                key: keys::segment_lock(product.id, k, segments),
+            };
+            let Some(guard) = lock.acquire(ctx, deadline).await? else {
+                continue;
+            };
+            // Sold out under the lock means this segment emptied since
+            // the read above: walk on.
+            match locked::hold(INFO.id, &lock, ctx, guard, &cell).await? {
+                Outcome::SoldOut => continue,
+                outcome => return Ok(outcome),
+            }
+        }
+        if !stock_seen {
+            return Ok(Outcome::SoldOut);
+        }
+        if Instant::now() >= deadline {
+            return Ok(Outcome::busy(
+                "every segment with stock was locked until acquire_timeout_ms",
+            ));
+        }
+        tokio::time::sleep(backoff::delay(attempt, deadline)).await;
+    }
+    unreachable!("the loop above only ends by returning")
 }
 
 /// One segment's lock: a single `SET NX PX` try (a busy segment is walked
@@ -89,59 +151,35 @@ impl Strategy for Segmented {
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-        let product = ctx.product;
-        let segments = product.settings.segments.max(1);
-        let start = first_segment(&ctx.order.user_id, segments);
-        let deadline = Instant::now() + Duration::from_millis(product.settings.acquire_timeout_ms);
-        if limit::already_reached(ctx, StoreKind::Redis).await? {
+        // The buyer's unit is claimed at home first: the segments live in
+        // other slots (see `limit`).
+        if !limit::claim_at_home(ctx).await? {
             return Ok(Outcome::LimitReached);
         }
-        for attempt in 0.. {
-            let mut stock_seen = false;
-            for step in 0..segments {
-                let k = (start + step) % segments;
-                let cell = Cell::Redis(keys::segment(product.id, k));
-                if store::read(ctx, &cell, None).await? <= 0 {
-                    continue;
-                }
-                stock_seen = true;
-                let lock = SegmentLock {
-                    key: keys::segment_lock(product.id, k),
-                };
-                let Some(guard) = lock.acquire(ctx, deadline).await? else {
-                    continue;
-                };
-                // Sold out under the lock means this segment emptied since
-                // the read above: walk on.
-                match locked::hold(INFO.id, &lock, ctx, guard, &cell).await? {
-                    Outcome::SoldOut => continue,
-                    outcome => return Ok(outcome),
-                }
-            }
-            if !stock_seen {
-                return Ok(Outcome::SoldOut);
-            }
-            if Instant::now() >= deadline {
-                return Ok(Outcome::busy(
-                    "every segment with stock was locked until acquire_timeout_ms",
-                ));
-            }
-            tokio::time::sleep(backoff::delay(attempt, deadline)).await;
+        let outcome = walk(ctx).await;
+        match &outcome {
+            Ok(Outcome::Sold { .. }) | Err(BackendError::OutcomeUnknown(_)) => {}
+            Ok(_) | Err(_) => limit::give_back(ctx).await,
         }
-        unreachable!("the loop above only ends by returning")
+        outcome
     }
 
     fn layout(&self, product: &Product) -> StockLayout {
-        StockLayout::Redis(
-            (0..product.settings.segments.max(1))
-                .map(|k| keys::segment(product.id, k))
-                .collect(),
-        )
+        let segments = product.settings.segments.max(1);
+        StockLayout::Redis((0..segments).map(|k| cell(product, k)).collect())
     }
 
+    /// The segment locks, and the epoch copies of the places away from
+    /// home (the reset writes the current ones again).
     fn footprint(&self, product: &Product) -> Footprint {
-        let segments = 0..product.settings.segments.max(1);
-        Footprint::redis(segments.map(|k| keys::segment_lock(product.id, k)))
+        let segments = product.settings.segments.max(1);
+        let id = product.id;
+        let locks = (0..segments).map(|k| keys::segment_lock(id, k, segments));
+        let epochs = (1..segments)
+            .map(|k| Place::segment(id, k, segments))
+            .filter(|place| *place != Place::home(id))
+            .map(Place::epoch);
+        Footprint::redis(locks.chain(epochs))
     }
 }
 

@@ -1,7 +1,8 @@
 //! `contention`: every strategy, default settings, many buyers through two
 //! instances — the foundation's race. Each strategy's expectation is its
 //! catalogue entry's (only the lockless and the process-local ones
-//! oversell).
+//! oversell). With `--redis-cluster N`, on a Redis Cluster: the same
+//! expectations hold there.
 
 use super::{Case, Ctx, ScenarioRow};
 use crate::info::Hazard;
@@ -10,7 +11,11 @@ use crate::product::Settings;
 use crate::race::client::Target;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
+    let topology = LabArgs {
+        redis_cluster: ctx.knobs.redis_cluster,
+        ..LabArgs::with_instances(2)
+    };
+    ctx.with_lab(topology, async |ctx, lab| {
         let knobs = ctx.knobs.clone();
         let gateway = Target::new(
             &lab.info.gateway_url,

@@ -67,6 +67,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     scenario: "instance-kill".to_owned(),
                     variant: String::new(),
                     row,
+                    masters: Vec::new(),
                 })
             })
             .await?;

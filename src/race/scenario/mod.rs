@@ -6,6 +6,7 @@
 //! from the catalogue ([`crate::info::Info::under`]): a new strategy that
 //! declares a hazard is raced by its scenario without touching it.
 
+mod cluster_spread;
 mod contention;
 mod frozen_holder;
 mod holder_crash;
@@ -20,6 +21,7 @@ mod redis_failover;
 mod redlock_minority;
 mod segment_scaling;
 
+pub use cluster_spread::{HOT_MIN, MasterLoad, SPREAD_MAX};
 pub use partition::{LOCK_AND_STORE, LOCK_ONLY};
 pub use segment_scaling::MIN_SPEEDUP;
 
@@ -50,6 +52,7 @@ pub const NAMES: &[&str] = &[
     "instance-kill",
     "partition",
     "redis-failover",
+    "cluster-spread",
 ];
 
 /// One row of a scenario: the race's row plus what was expected of it.
@@ -67,6 +70,9 @@ pub struct ScenarioRow {
     pub expected: String,
     /// Whether it happened.
     pub met: bool,
+    /// On a Redis Cluster: what each master served during the race.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub masters: Vec<MasterLoad>,
 }
 
 /// Whether `row` shows what `expect` predicts (and is honest: every 200 a
@@ -114,6 +120,8 @@ pub struct Knobs {
     pub work_ms: u64,
     /// Where every race's history is appended (`--history`).
     pub history: Option<std::path::PathBuf>,
+    /// `--redis-cluster`: the masters of the cluster `contention` runs on.
+    pub redis_cluster: Option<usize>,
 }
 
 /// What a scenario works with: its knobs, the catalogue, a product-id
@@ -240,6 +248,7 @@ fn judge(row: Row, scenario: &str, variant: &str, expect: Expect) -> ScenarioRow
         scenario: scenario.to_owned(),
         variant: variant.to_owned(),
         row,
+        masters: Vec::new(),
     }
 }
 
@@ -256,6 +265,10 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
     } else {
         vec![name]
     };
+    anyhow::ensure!(
+        ctx.knobs.redis_cluster.is_none() || names == ["contention"],
+        "--redis-cluster goes with --scenario contention only (the cluster scenarios start their own cluster; the others stage faults of one Redis)"
+    );
     let mut rows = Vec::new();
     for name in names {
         eprintln!("scenario {name}…");
@@ -273,6 +286,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
             "instance-kill" => instance_kill::run(&mut ctx).await,
             "partition" => partition::run(&mut ctx).await,
             "redis-failover" => redis_failover::run(&mut ctx).await,
+            "cluster-spread" => cluster_spread::run(&mut ctx).await,
             other => anyhow::bail!(
                 "unknown scenario {other:?}; known: all, {}",
                 NAMES.join(", ")

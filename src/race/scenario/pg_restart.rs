@@ -90,6 +90,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     scenario: "pg-restart".to_owned(),
                     variant: variant.to_owned(),
                     row,
+                    masters: Vec::new(),
                 });
             }
         }

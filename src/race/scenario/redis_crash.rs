@@ -127,6 +127,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                         scenario: "redis-crash".to_owned(),
                         variant: variant.to_owned(),
                         row,
+                        masters: Vec::new(),
                     });
                 }
                 Ok(rows)
