@@ -134,11 +134,12 @@ impl BackendError {
     }
 }
 
-/// A Redis Cluster's refusal to run a command here and now: the slot moved
-/// (`MOVED`, `ASK`: the buy path's connection does not follow redirects,
-/// see `backends::master`), the cluster or the slot's master is down
-/// (`CLUSTERDOWN`, `MASTERDOWN`, `TRYAGAIN`), or no connection to the
-/// slot's node exists. Nothing ran, and asking again later may succeed:
+/// A refusal to run a command here and now: the slot moved (`MOVED`,
+/// `ASK`: the buy path's cluster connection does not follow redirects, see
+/// `backends::master`), the cluster or the slot's master is down
+/// (`CLUSTERDOWN`, `MASTERDOWN`, `TRYAGAIN`), the server was demoted to a
+/// replica (`READONLY`, after a failover), or no connection to the slot's
+/// node exists. Nothing ran, and asking again later may succeed:
 /// `unavailable`, like a refused connection.
 fn cluster_not_run(error: &redis::RedisError) -> bool {
     use redis::{ErrorKind, ServerErrorKind};
@@ -151,6 +152,7 @@ fn cluster_not_run(error: &redis::RedisError) -> bool {
                     | ServerErrorKind::TryAgain
                     | ServerErrorKind::ClusterDown
                     | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ReadOnly
             )
     )
 }
@@ -423,7 +425,37 @@ mod tests {
             redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
             "READONLY",
         )));
-        assert!(refused.breaks_redis_connection() && !refused.is_transport());
+        // A demoted master ran nothing: unavailable, not unknown.
+        assert!(refused.breaks_redis_connection() && refused.is_transport());
+        assert!(matches!(refused.at_commit(), BackendError::Redis(_)));
+    }
+
+    #[test]
+    fn a_cluster_that_redirects_or_is_down_ran_nothing() {
+        for kind in [
+            redis::ServerErrorKind::Moved,
+            redis::ServerErrorKind::Ask,
+            redis::ServerErrorKind::TryAgain,
+            redis::ServerErrorKind::ClusterDown,
+            redis::ServerErrorKind::MasterDown,
+        ] {
+            let error = BackendError::Redis(redis::RedisError::from((
+                redis::ErrorKind::Server(kind),
+                "cluster",
+            )));
+            assert!(error.is_transport(), "{kind:?}");
+            assert!(!error.breaks_redis_connection(), "{kind:?}");
+            // Sent but surely not run: never an unknown outcome.
+            assert!(
+                matches!(error.at_commit(), BackendError::Redis(_)),
+                "{kind:?}"
+            );
+        }
+        let script_error = BackendError::Redis(redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "ERR",
+        )));
+        assert!(!script_error.is_transport());
     }
 
     /// One error of each kind. The `match` has no wildcard arm, so a new

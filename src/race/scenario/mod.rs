@@ -324,3 +324,20 @@ fn fault(lab: &Lab, process: &str, signal: Signal) -> anyhow::Result<()> {
     eprintln!("  fault: {signal} -> {process}");
     lab.signal(process, signal)
 }
+
+/// How long one step of a scripted scenario may take.
+const STEP: Duration = Duration::from_secs(20);
+
+/// Polls `check` every 50 ms until it holds; fails after [`STEP`].
+async fn until<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        anyhow::ensure!(started.elapsed() < STEP, "{what}: not after {STEP:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}

@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset};
+use super::{Ctx, STEP, ScenarioRow, buy_in_background, fault, judge, reset, until};
 use crate::backends::Footprint;
 use crate::info::Hazard;
 use crate::lab::sentinel::{self, SentinelInfo};
@@ -81,8 +81,6 @@ const SECOND_WAITS_MS: u64 = 1_000;
 /// The least that must be left of the holders' sections when the second
 /// buyers are sent, for them to read the stock before a holder writes it.
 const MARGIN: Duration = Duration::from_millis(2_000);
-/// How long each step of the script may take.
-const STEP: Duration = Duration::from_secs(20);
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     let topology = LabArgs {
@@ -243,18 +241,4 @@ async fn hold_replication_back(
 /// Whether `key` exists on the Redis at `url`.
 async fn exists(url: &str, key: &str) -> anyhow::Result<bool> {
     sentinel::command(url, redis::cmd("EXISTS").arg(key)).await
-}
-
-/// Polls `check` every 50 ms until it holds; fails after [`STEP`].
-async fn until<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        anyhow::ensure!(started.elapsed() < STEP, "{what}: not after {STEP:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(())
 }
