@@ -53,18 +53,58 @@ pub async fn of(conn: &mut RedisConn, layout: StockLayout) -> Result<Vec<Placed>
 
 /// `CLUSTER SLOTS`: each range of slots with its master's `host:port`.
 async fn slot_ranges(conn: &mut RedisConn) -> Result<Vec<(u16, u16, String)>, BackendError> {
-    type Range = (u16, u16, (String, u16));
-    let reply: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await?;
+    let reply: Vec<Vec<redis::Value>> =
+        redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await?;
     Ok(reply
-        .into_iter()
-        .filter_map(|range| {
-            // Each range: from, to, master [host, port, id…], replicas….
-            let redis::Value::Array(parts) = range else {
-                return None;
-            };
-            let head = redis::Value::Array(parts.into_iter().take(3).collect());
-            let (from, to, master): Range = redis::from_redis_value(head).ok()?;
-            Some((from, to, format!("{}:{}", master.0, master.1)))
-        })
+        .iter()
+        .filter_map(|range| parse_range(range))
         .collect())
+}
+
+/// One range of `CLUSTER SLOTS`: from, to, then the master as `[host,
+/// port, id, …]`, then the replicas.
+fn parse_range(range: &[redis::Value]) -> Option<(u16, u16, String)> {
+    let [from, to, redis::Value::Array(master), ..] = range else {
+        return None;
+    };
+    let (host, port): (String, u16) = redis::from_redis_value(redis::Value::Array(
+        master.iter().take(2).cloned().collect(),
+    ))
+    .ok()?;
+    Some((
+        redis::from_redis_value(from.clone()).ok()?,
+        redis::from_redis_value(to.clone()).ok()?,
+        format!("{host}:{port}"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    #[test]
+    fn a_slots_range_names_its_master() {
+        let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let range = [
+            Value::Int(0),
+            Value::Int(5460),
+            Value::Array(vec![
+                text("127.0.0.1"),
+                Value::Int(30001),
+                text("09dbe9720cda62f7865eabc5fd8857c5d2678366"),
+                Value::Array(vec![]),
+            ]),
+            Value::Array(vec![
+                text("127.0.0.1"),
+                Value::Int(30004),
+                text("821d8ca00d7ccf931ed3ffc7e3db0599d2271abf"),
+            ]),
+        ];
+        assert_eq!(
+            parse_range(&range),
+            Some((0, 5460, "127.0.0.1:30001".to_owned()))
+        );
+        assert_eq!(parse_range(&range[..2]), None);
+    }
 }

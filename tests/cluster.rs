@@ -4,6 +4,10 @@
 //! served, the slots split evenly, each master with its own replica, and a
 //! key answered only by the master of its slot.
 
+#[allow(dead_code)] // the API tests use the rest of the harness
+#[path = "api/harness.rs"]
+mod harness;
+
 use redis::Value;
 use seckill::lab::cluster::{Cluster, SLOTS, peers};
 use seckill::lab::durability::{AofFsync, Durability};
@@ -140,4 +144,48 @@ async fn the_lab_builds_a_cluster_that_routes_each_slot_to_one_master() {
     assert_eq!(per_master.len(), 3, "{per_master:?}");
     assert!(per_master.values().all(|&n| n == 2), "{per_master:?}");
     cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stock_endpoint_shows_each_segment_on_its_master() {
+    let lab = harness::TestLab::start_with(1, &["--redis-cluster"], &[]);
+    let masters = lab
+        .info
+        .cluster
+        .as_ref()
+        .expect("a cluster")
+        .masters
+        .clone();
+    assert_eq!(masters.len(), 3);
+    let gateway = lab.gateway();
+    let six = seckill::product::Settings {
+        segments: 6,
+        ..Default::default()
+    };
+    seckill::race::driver::reset(&gateway, 31, "segmented", 60, six)
+        .await
+        .expect("reset");
+    let ledger = gateway.ledger(31).await.expect("GET /stock/31");
+    let placement = ledger.placement.expect("a placement");
+    assert_eq!(placement.len(), 6, "{placement:?}");
+    for (k, placed) in placement.iter().enumerate() {
+        assert_eq!(placed.key, keys::segment(31, k as u32, 6));
+        assert_eq!(placed.slot, Place::segment(31, k as u32, 6).slot());
+    }
+    for master in &masters {
+        let here = placement
+            .iter()
+            .filter(|p| p.master.as_deref() == Some(master.as_str()))
+            .count();
+        assert_eq!(here, 2, "{master}: {placement:?}");
+    }
+    assert_eq!(ledger.remaining, 60);
+    // One product at home: one counter, on the master of its slot.
+    seckill::race::driver::reset(&gateway, 32, "redis-lua", 5, Default::default())
+        .await
+        .expect("reset");
+    let placement = gateway.ledger(32).await.unwrap().placement.unwrap();
+    assert_eq!(placement.len(), 1);
+    assert_eq!(placement[0].key, keys::stock(32));
+    assert!(masters.contains(placement[0].master.as_ref().expect("a master")));
 }

@@ -19,7 +19,9 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn compose() -> Value {
     let text = std::fs::read_to_string(format!("{ROOT}/docker-compose.yml")).expect("compose");
-    serde_yaml_ng::from_str(&text).expect("YAML")
+    let mut compose: Value = serde_yaml_ng::from_str(&text).expect("YAML");
+    compose.apply_merge().expect("merge keys");
+    compose
 }
 
 /// A service's environment keys (YAML aliases are resolved by the parser).
@@ -133,6 +135,69 @@ fn compose_gives_an_instance_what_the_lab_gives_it() {
             );
         }
     }
+}
+
+#[test]
+fn compose_cluster_profile_runs_the_clustered_lab() {
+    let lab = TestLab::start_with(1, &["--redis-cluster", "--cluster-replicas"], &[]);
+    let compose = compose();
+    let services = compose["services"].as_mapping().expect("services");
+    let in_profile = |name: &str| {
+        services
+            .get(name)
+            .and_then(|s| s.get("profiles"))
+            .and_then(Value::as_sequence)
+            .is_some_and(|p| p.iter().any(|p| p.as_str() == Some("cluster")))
+    };
+    // The lab's cluster nodes are the profile's, by name.
+    let lab_nodes: BTreeSet<String> = lab
+        .info
+        .processes
+        .iter()
+        .filter(|p| p.name.starts_with("cluster-"))
+        .map(|p| p.name.clone())
+        .collect();
+    assert_eq!(lab_nodes.len(), 6, "{lab_nodes:?}");
+    let compose_nodes: BTreeSet<String> = services
+        .keys()
+        .filter_map(Value::as_str)
+        .filter(|name| name.starts_with("cluster-") && *name != "cluster-init")
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lab_nodes, compose_nodes);
+    for name in compose_nodes.iter().map(String::as_str).chain([
+        "cluster-init",
+        "app-cluster",
+        "nginx-cluster",
+    ]) {
+        assert!(in_profile(name), "{name} is not in the cluster profile");
+    }
+    // A clustered instance gets what the lab gives one, and no fixed Redis.
+    let app = &compose["services"]["app-cluster"];
+    let keys = env_keys(app);
+    for (key, _) in
+        seckill::lab::instance_env(&lab.info, "x", SocketAddr::from(([127, 0, 0, 1], 1)))
+    {
+        if key != "SECKILL_INSTANCE" {
+            assert!(keys.contains(key), "compose's app-cluster lacks {key}");
+        }
+    }
+    assert!(!keys.contains("SECKILL_REDIS_URL"), "{keys:?}");
+    let seeds = env_value(app, "SECKILL_REDIS_CLUSTER");
+    let masters = lab.info.cluster.as_ref().expect("a cluster").masters.len();
+    assert_eq!(seeds.split(',').count(), masters, "{seeds}");
+    for seed in seeds.split(',') {
+        let host = seed.split(':').next().unwrap();
+        assert!(
+            in_profile(host),
+            "{seed} is not a cluster node of the profile"
+        );
+    }
+    let gateway = &compose["services"]["nginx-cluster"];
+    assert_eq!(
+        env_value(gateway, "SECKILL_UPSTREAMS"),
+        "server app-cluster:8000;"
+    );
 }
 
 #[test]

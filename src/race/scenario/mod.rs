@@ -6,6 +6,7 @@
 //! from the catalogue ([`crate::info::Info::under`]): a new strategy that
 //! declares a hazard is raced by its scenario without touching it.
 
+mod cluster_failover;
 mod cluster_spread;
 mod contention;
 mod frozen_holder;
@@ -53,6 +54,7 @@ pub const NAMES: &[&str] = &[
     "partition",
     "redis-failover",
     "cluster-spread",
+    "cluster-failover",
 ];
 
 /// One row of a scenario: the race's row plus what was expected of it.
@@ -287,6 +289,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
             "partition" => partition::run(&mut ctx).await,
             "redis-failover" => redis_failover::run(&mut ctx).await,
             "cluster-spread" => cluster_spread::run(&mut ctx).await,
+            "cluster-failover" => cluster_failover::run(&mut ctx).await,
             other => anyhow::bail!(
                 "unknown scenario {other:?}; known: all, {}",
                 NAMES.join(", ")
