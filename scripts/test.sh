@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, then formatting, lints, the
 # unit and integration tests (which start their own Redis, PostgreSQL,
-# instances and nginx on free loopback ports), and validates the compose file.
+# instances and nginx on free loopback ports), and validates the compose file
+# with each of its profiles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,4 +11,7 @@ cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked
 SECKILL_ADMIN_TOKEN=validation-only docker-compose -f docker-compose.yml config -q
+for profile in cluster jmeter; do
+  SECKILL_ADMIN_TOKEN=validation-only docker-compose -f docker-compose.yml --profile "$profile" config -q
+done
 echo "all checks passed"

@@ -26,7 +26,6 @@
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use crate::backends::conn::RedisConn;
 use axum::http::HeaderMap;
 use redis::Script;
 use serde::{Deserialize, Serialize};
@@ -36,6 +35,7 @@ use uuid::Uuid;
 use redis::streams::StreamRangeReply;
 use sqlx::PgPool;
 
+use crate::backends::conn::RedisConn;
 use crate::backends::lease::release_key;
 use crate::error::{BackendError, Invalid};
 use crate::orders::Order;

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::backends::conn::RedisConn;
 use redis::AsyncCommands;
 
+use crate::backends::conn::RedisConn;
 use crate::backends::{Backends, Footprint};
 use crate::error::{BackendError, Invalid};
 use crate::product::keys::Place;

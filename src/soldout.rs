@@ -18,11 +18,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::backends::conn::RedisConn;
 use futures::StreamExt;
 use redis::AsyncCommands;
 use uuid::Uuid;
 
+use crate::backends::conn::RedisConn;
 use crate::backends::master::MainRedis;
 use crate::error::BackendError;
 use crate::products::ProductCache;

@@ -253,20 +253,43 @@ fn the_gateway_template_gets_the_same_variables_and_ports_line_up() {
 
 /// Every Redis in compose persists as the lab's default (durable) does,
 /// with the same flags.
+/// A Redis service's command line, with the fsync policy at its default.
+fn redis_command(compose: &Value, name: &str) -> Vec<String> {
+    compose["services"][name]["command"]
+        .as_sequence()
+        .unwrap_or_else(|| panic!("{name} has a command list"))
+        .iter()
+        .filter_map(|v| v.as_str())
+        .map(|a| a.replace("${SECKILL_REDIS_FSYNC:-everysec}", "everysec"))
+        .collect()
+}
+
 #[test]
 fn compose_redis_persists_as_the_lab_does() {
     use seckill::lab::durability::{AofFsync, Durability, redis_args};
     let compose = compose();
     let expected = redis_args(Durability::default(), AofFsync::default());
     for name in ["redis", "redis-2", "redis-3"] {
-        let command: Vec<String> = compose["services"][name]["command"]
-            .as_sequence()
-            .unwrap_or_else(|| panic!("{name} has a command list"))
-            .iter()
-            .filter_map(|v| v.as_str())
-            .map(|a| a.replace("${SECKILL_REDIS_FSYNC:-everysec}", "everysec"))
-            .collect();
+        let command = redis_command(&compose, name);
         assert_eq!(command[0], "redis-server", "{name}");
         assert_eq!(command[1..], expected[..], "{name}");
+    }
+    // The cluster profile's nodes: the lab's cluster flags, then the same.
+    let timeout = seckill::lab::cluster::NODE_TIMEOUT.as_millis().to_string();
+    let cluster = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        &timeout,
+    ];
+    for i in 1..=3 {
+        for name in [format!("cluster-{i}"), format!("cluster-replica-{i}")] {
+            let command = redis_command(&compose, &name);
+            assert_eq!(command[0], "redis-server", "{name}");
+            assert_eq!(command[1..7], cluster[..], "{name}");
+            assert_eq!(command[7..], expected[..], "{name}");
+        }
     }
 }

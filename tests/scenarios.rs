@@ -417,6 +417,27 @@ fn a_cluster_spreads_segments_and_products_but_not_one_hot_key() {
 }
 
 #[test]
+fn a_cluster_failover_loses_nothing_unless_the_master_dies_ahead_of_its_replica() {
+    let rows = scenario("cluster-failover");
+    let safe_in_redis: Vec<&str> = Catalogue::new()
+        .infos()
+        .into_iter()
+        .filter(|i| i.safe && i.store == seckill::product::StoreKind::Redis)
+        .map(|i| i.id)
+        .collect();
+    for strategy in &safe_in_redis {
+        let coordinated = row(&rows, strategy, "cluster-failover");
+        assert_key_number(coordinated, Expect::SellsAll);
+        assert_eq!(violation(coordinated, "ok_without_order"), 0);
+        // The killed master took the first wave's decrements with it: the
+        // promoted replica sold those units again, and no order was lost.
+        let killed = row(&rows, strategy, "sigkill");
+        assert!(killed.row.oversold > 0, "{killed:?}");
+        assert_eq!(violation(killed, "ok_without_order"), 0, "{killed:?}");
+    }
+}
+
+#[test]
 fn the_bench_measures_every_figure_against_its_baselines() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let out = tempfile::NamedTempFile::new().expect("temp file");

@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::backends::conn::RedisConn;
 use futures::StreamExt;
 use redis::Script;
 use redis::aio::ConnectionLike;
@@ -24,6 +23,7 @@ use uuid::Uuid;
 
 use super::Lock;
 use crate::backends::Footprint;
+use crate::backends::conn::RedisConn;
 use crate::backends::master::MainRedis;
 use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};

@@ -12,7 +12,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::backends::conn::RedisConn;
 use redis::AsyncCommands;
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use sqlx::PgPool;
@@ -20,6 +19,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::{Order, fields};
+use crate::backends::conn::RedisConn;
 use crate::backends::master::MainRedis;
 use crate::error::BackendError;
 use crate::product::keys;
