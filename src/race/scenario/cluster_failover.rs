@@ -34,7 +34,8 @@
 //!   twice (all of them for a product at home there; for `segmented`,
 //!   those of its segments there, counted from the counters before the
 //!   kill). Locks change nothing here: no holder is inside a section when
-//!   the master dies (the `redis-failover` scenario stages that).
+//!   the master dies; the third variant, `sigkill, lock held`, stages
+//!   that ([`super::cluster_holders`]).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -48,7 +49,8 @@ use crate::product::{Settings, StoreKind};
 use crate::race::client::Target;
 use crate::race::driver::{Attempt, fire, reset};
 
-const NAME: &str = "cluster-failover";
+/// The scenario's name.
+pub(super) const NAME: &str = "cluster-failover";
 /// Units on sale per product.
 const STOCK: i64 = 20;
 /// Buyers of the first wave (each buys one unit).
@@ -56,7 +58,7 @@ const BEFORE: usize = 8;
 /// Buyers of the second wave: the whole stock again, and some refused.
 const AFTER: usize = 60;
 /// The master that fails, as the lab names it.
-const VICTIM: &str = "cluster-1";
+pub(super) const VICTIM: &str = "cluster-1";
 
 /// How the master goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,24 +82,71 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         ("cluster-failover", How::Coordinated),
         ("sigkill", How::Killed),
     ] {
-        let topology = LabArgs {
-            redis_cluster: Some(3),
-            cluster_replicas: true,
-            ..LabArgs::with_instances(2)
-        };
         let found = ctx
-            .with_lab(topology, async |ctx, lab| {
+            .with_lab(topology(), async |ctx, lab| {
                 failover(ctx, lab, &strategies, variant, how).await
             })
             .await?;
         rows.extend(found);
     }
+    let held = ctx
+        .with_lab(topology(), async |ctx, lab| {
+            super::cluster_holders::run(ctx, lab).await
+        })
+        .await?;
+    rows.extend(held);
     Ok(rows)
 }
 
+/// Three masters with a replica each, two instances: a fresh lab per
+/// variant.
+fn topology() -> LabArgs {
+    LabArgs {
+        redis_cluster: Some(3),
+        cluster_replicas: true,
+        ..LabArgs::with_instances(2)
+    }
+}
+
+/// The master that fails and the replica that follows it.
+pub(super) struct Victim {
+    /// The master's `host:port`.
+    pub victim: String,
+    /// Its URL.
+    pub victim_url: String,
+    /// The replica's `host:port`.
+    pub replica: String,
+    /// The replica's name in the lab.
+    pub replica_name: String,
+    /// Its URL.
+    pub replica_url: String,
+}
+
+impl Victim {
+    /// `cluster-1` of the lab's cluster, and its replica (found by `ROLE`:
+    /// `redis-cli --cluster create` pairs them as it likes).
+    pub(super) async fn of(lab: &Lab) -> anyhow::Result<Self> {
+        let cluster = lab
+            .info
+            .cluster
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("the lab has no cluster"))?;
+        let victim = cluster.masters[0].clone();
+        let (replica, replica_name) = replica_of(&cluster.replicas, &victim).await?;
+        Ok(Self {
+            victim_url: format!("redis://{victim}"),
+            replica_url: format!("redis://{replica}"),
+            victim,
+            replica,
+            replica_name,
+        })
+    }
+}
+
 /// One product per strategy, homed on the victim.
-struct Race {
-    product: i64,
+pub(super) struct Race {
+    /// The product.
+    pub product: i64,
     /// The product's counters on the victim and their values now.
     on_victim: BTreeMap<String, i64>,
 }
@@ -110,41 +159,18 @@ async fn failover(
     how: How,
 ) -> anyhow::Result<Vec<ScenarioRow>> {
     let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 8)?;
-    let cluster = lab
-        .info
-        .cluster
-        .clone()
-        .ok_or_else(|| anyhow::anyhow!("the lab has no cluster"))?;
-    let victim = cluster.masters[0].clone();
-    let victim_url = format!("redis://{victim}");
-    let (replica, replica_name) = replica_of(&cluster.replicas, &victim).await?;
-    let replica_url = format!("redis://{replica}");
+    let v = Victim::of(lab).await?;
 
     let mut races = Vec::new();
     for strategy in strategies {
-        races.push(homed_on(ctx, &gateway, strategy, &victim).await?);
+        races.push(homed_on(ctx, &gateway, strategy, &v.victim).await?);
     }
-    let probe = homed_on(ctx, &gateway, "redis-lua", &victim).await?.product;
-    let written = sentinel::replication(&victim_url).await?.offset;
-    until("the replica has the resets", || async {
-        sentinel::replication(&replica_url)
-            .await
-            .is_ok_and(|r| r.offset >= written)
-    })
-    .await?;
+    let probe = homed_on(ctx, &gateway, "redis-lua", &v.victim)
+        .await?
+        .product;
+    caught_up(&v.victim_url, &v.replica_url).await?;
     if how == How::Killed {
-        let _: () = sentinel::command(
-            &victim_url,
-            redis::cmd("CONFIG").arg("SET").arg("repl-timeout").arg(2),
-        )
-        .await?;
-        fault(lab, &replica_name, Signal::SIGSTOP)?;
-        until("the master drops the frozen replica", || async {
-            sentinel::replication(&victim_url)
-                .await
-                .is_ok_and(|r| r.connected_replicas == 0)
-        })
-        .await?;
+        hold_back(lab, &v.victim_url, &v.replica_name).await?;
     }
 
     let started = Instant::now();
@@ -165,7 +191,7 @@ async fn failover(
     .await?;
     let mut sold_on_victim = Vec::new();
     for race in &races {
-        let now = counters(&victim_url, race.on_victim.keys()).await?;
+        let now = counters(&v.victim_url, race.on_victim.keys()).await?;
         sold_on_victim.push(
             race.on_victim
                 .iter()
@@ -177,29 +203,16 @@ async fn failover(
     match how {
         How::Coordinated => {
             let _: () =
-                sentinel::command(&replica_url, redis::cmd("CLUSTER").arg("FAILOVER")).await?;
+                sentinel::command(&v.replica_url, redis::cmd("CLUSTER").arg("FAILOVER")).await?;
         }
-        How::Killed => {
-            fault(lab, VICTIM, Signal::SIGKILL)?;
-            fault(lab, &replica_name, Signal::SIGCONT)?;
-        }
+        How::Killed => kill(lab, &v.replica_name).await?,
     }
-    until("the replica serves the master's slots", || async {
-        sentinel::replication(&replica_url)
-            .await
-            .is_ok_and(|r| r.role == "master")
-    })
-    .await?;
+    promoted(&v.replica_url).await?;
     let promoted = started.elapsed();
-    for instance in &lab.info.instances {
-        let direct = Target::new(&instance.url, &lab.info.admin_token, 1)?;
-        until("every instance sells on the promoted master", || async {
-            direct.answer(probe, "probe").await.status == 200
-        })
-        .await?;
-    }
+    sells_again(lab, probe).await?;
     eprintln!(
-        "  {variant}: {replica} is master {:.1} s after the first wave began; the instances sell there {:.1} s later",
+        "  {variant}: {} is master {:.1} s after the first wave began; the instances sell there {:.1} s later",
+        v.replica,
         promoted.as_secs_f64(),
         (started.elapsed() - promoted).as_secs_f64()
     );
@@ -236,10 +249,68 @@ async fn failover(
     Ok(rows)
 }
 
+/// Waits until the replica at `replica_url` has every write the master
+/// at `victim_url` has.
+pub(super) async fn caught_up(victim_url: &str, replica_url: &str) -> anyhow::Result<()> {
+    let written = sentinel::replication(victim_url).await?.offset;
+    until("the replica has every write so far", || async {
+        sentinel::replication(replica_url)
+            .await
+            .is_ok_and(|r| r.offset >= written)
+    })
+    .await
+}
+
+/// Freezes the replica until the master drops it (`repl-timeout` set to
+/// 2 s): from then on the master alone has what it acknowledges.
+pub(super) async fn hold_back(lab: &Lab, victim_url: &str, replica: &str) -> anyhow::Result<()> {
+    let _: () = sentinel::command(
+        victim_url,
+        redis::cmd("CONFIG").arg("SET").arg("repl-timeout").arg(2),
+    )
+    .await?;
+    fault(lab, replica, Signal::SIGSTOP)?;
+    until("the master drops the frozen replica", || async {
+        sentinel::replication(victim_url)
+            .await
+            .is_ok_and(|r| r.connected_replicas == 0)
+    })
+    .await
+}
+
+/// Kills the victim and resumes its frozen replica.
+pub(super) async fn kill(lab: &Lab, replica: &str) -> anyhow::Result<()> {
+    fault(lab, VICTIM, Signal::SIGKILL)?;
+    fault(lab, replica, Signal::SIGCONT)
+}
+
+/// Waits until the replica at `replica_url` is a master.
+pub(super) async fn promoted(replica_url: &str) -> anyhow::Result<()> {
+    until("the replica serves the master's slots", || async {
+        sentinel::replication(replica_url)
+            .await
+            .is_ok_and(|r| r.role == "master")
+    })
+    .await
+}
+
+/// Waits until every instance sells `probe` (a product at home on the
+/// promoted master) again.
+pub(super) async fn sells_again(lab: &Lab, probe: i64) -> anyhow::Result<()> {
+    for instance in &lab.info.instances {
+        let direct = Target::new(&instance.url, &lab.info.admin_token, 1)?;
+        until("every instance sells on the promoted master", || async {
+            direct.answer(probe, "probe").await.status == 200
+        })
+        .await?;
+    }
+    Ok(())
+}
+
 /// Resets products for `strategy` until one's home is on `victim` (a
 /// `segmented` product as it comes: its segments are everywhere), and
 /// notes its counters there.
-async fn homed_on(
+pub(super) async fn homed_on(
     ctx: &mut Ctx,
     gateway: &Target,
     strategy: &'static str,

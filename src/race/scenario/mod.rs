@@ -7,6 +7,7 @@
 //! declares a hazard is raced by its scenario without touching it.
 
 mod cluster_failover;
+mod cluster_holders;
 mod cluster_spread;
 mod contention;
 mod frozen_holder;

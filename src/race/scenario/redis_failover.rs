@@ -58,9 +58,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::{Ctx, STEP, ScenarioRow, buy_in_background, fault, judge, reset, until};
+use super::{Ctx, Pending, STEP, ScenarioRow, buy_in_background, fault, judge, reset, until};
 use crate::backends::Footprint;
-use crate::info::Hazard;
+use crate::info::{Expect, Hazard};
 use crate::lab::sentinel::{self, SentinelInfo};
 use crate::lab::{Lab, LabArgs};
 use crate::product::{Product, Settings, StoreKind, keys};
@@ -101,14 +101,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         for (strategy, expect) in ctx.under(Hazard::Failover) {
             let product = ctx.product();
             let locks = locks_on_redis(&ctx.catalogue, strategy, product);
-            let settings = Settings {
-                work_ms: WORK_MS,
-                lease_ms: LEASE_MS,
-                acquire_timeout_ms: SECOND_WAITS_MS,
-                store: locks.then_some(StoreKind::Postgres),
-                ..Settings::default()
-            };
-            reset(&a, product, strategy, 1, settings).await?;
+            reset(&a, product, strategy, 1, holding(locks, WORK_MS)).await?;
             races.push((product, expect, locks));
         }
 
@@ -169,36 +162,85 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         })
         .await?;
 
-        let left = Duration::from_millis(WORK_MS).saturating_sub(started.elapsed());
+        let holders = Holders {
+            races: races.iter().map(|(p, e, _)| (*p, *e)).collect(),
+            pending: holders,
+            started,
+            work: Duration::from_millis(WORK_MS),
+        };
+        holders.second_buyers(ctx, &b, NAME, "").await
+    })
+    .await
+}
+
+/// Holders still inside their sections after a failover, one per product
+/// (with what is expected of its strategy).
+pub(super) struct Holders {
+    /// Product and expectation, per holder.
+    pub races: Vec<(i64, Expect)>,
+    /// The holders' buys.
+    pub pending: Vec<Pending>,
+    /// When the holders were sent.
+    pub started: Instant,
+    /// How long each works inside its section.
+    pub work: Duration,
+}
+
+impl Holders {
+    /// Sends a second buyer per product through `b` while the holders
+    /// still work (at least [`MARGIN`] of their work must be left), waits
+    /// for the holders, and judges each product's two buys.
+    pub(super) async fn second_buyers(
+        self,
+        ctx: &Ctx,
+        b: &Target,
+        scenario: &str,
+        variant: &str,
+    ) -> anyhow::Result<Vec<ScenarioRow>> {
+        let left = self.work.saturating_sub(self.started.elapsed());
         anyhow::ensure!(
             left >= MARGIN,
-            "only {left:?} of the holders' work left after the failover: raise WORK_MS"
+            "only {left:?} of the holders' work left after the failover: raise their work"
         );
         let seconds = futures::future::join_all(
-            races
+            self.races
                 .iter()
-                .map(|(product, ..)| Attempt::make(&b, *product, "second-buyer")),
+                .map(|(product, _)| Attempt::make(b, *product, "second-buyer")),
         )
         .await;
         let mut rows = Vec::new();
-        for (((product, expect, _), holder), second) in races.into_iter().zip(holders).zip(seconds)
+        for (((product, expect), holder), second) in
+            self.races.into_iter().zip(self.pending).zip(seconds)
         {
             let first = holder.await?;
             let row = ctx
-                .scripted_row(&b, product, &[first, second], started)
+                .scripted_row(b, product, &[first, second], self.started)
                 .await?;
-            rows.push(judge(row, NAME, "", expect));
+            rows.push(judge(row, scenario, variant, expect));
         }
         Ok(rows)
-    })
-    .await
+    }
+}
+
+/// A holder's settings: `work_ms` inside its section under a lease that
+/// outlives the script (what a second holder gets, it gets from the
+/// failover), a second buyer waiting [`SECOND_WAITS_MS`]; a strategy that
+/// `locks` on Redis guards a PostgreSQL row.
+pub(super) fn holding(locks: bool, work_ms: u64) -> Settings {
+    Settings {
+        work_ms,
+        lease_ms: LEASE_MS,
+        acquire_timeout_ms: SECOND_WAITS_MS,
+        store: locks.then_some(StoreKind::Postgres),
+        ..Settings::default()
+    }
 }
 
 /// Whether `strategy` locks with keys on Redis (the product's lock key on
 /// the main Redis, or on the RedLock masters): such a strategy takes a
 /// `store` setting, and here guards a PostgreSQL row, so that the
 /// failover takes its lock and nothing else.
-fn locks_on_redis(catalogue: &Catalogue, strategy: &str, product: i64) -> bool {
+pub(super) fn locks_on_redis(catalogue: &Catalogue, strategy: &str, product: i64) -> bool {
     let probe = Product {
         id: product,
         strategy: strategy.to_owned(),

@@ -1,0 +1,109 @@
+//! `cluster-failover`, variant `sigkill, lock held`: the `redis-failover`
+//! script on a Redis Cluster. A holder per strategy takes its lock on the
+//! failing master (`cluster-1`, its replica frozen so that the master
+//! alone has the lock) and works inside its section; the master is killed
+//! and its replica promoted by the other masters; a second buyer per
+//! product buys through the other instance while the holders still work.
+//!
+//! Raced: the strategies the catalogue declares under a failover, each on
+//! one unit at home on the failing master. A locked strategy guards a
+//! PostgreSQL row here (`store: postgres`), so the failover takes its lock
+//! and nothing else (as in `redis-failover`).
+//!
+//! Expected, as on Sentinel (the catalogue's `failover` outcomes), since a
+//! cluster replicates as asynchronously: `redis-lock` and `fenced` lose
+//! the lock key (and `fenced` its fencing counter) with the master, so the
+//! second buyer takes "the same" lock and both sell: oversells. `redlock`
+//! keeps its lock on its independent masters, none of which is in the
+//! cluster: the second buyer is busy, no oversell. `redis-lua` holds no
+//! lock, but its decrement was the master's alone: the unit sells again.
+
+use std::time::{Duration, Instant};
+
+use super::cluster_failover::{
+    NAME, Victim, caught_up, hold_back, homed_on, kill, promoted, sells_again,
+};
+use super::redis_failover::{Holders, holding, locks_on_redis};
+use super::{Ctx, ScenarioRow, buy_in_background, until};
+use crate::info::Hazard;
+use crate::lab::{Lab, sentinel};
+use crate::product::keys;
+use crate::race::client::Target;
+use crate::race::driver::reset;
+
+/// The holders' time inside their sections: enough for the master to die,
+/// the replica to be promoted (about 4 s after the kill in the lab) and
+/// instance B to sell there, with room to spare.
+const WORK_MS: u64 = 10_000;
+/// The variant's name.
+const VARIANT: &str = "sigkill, lock held";
+
+pub(super) async fn run(ctx: &mut Ctx, lab: &mut Lab) -> anyhow::Result<Vec<ScenarioRow>> {
+    let token = &lab.info.admin_token;
+    let a = Target::new(&lab.info.instances[0].url, token, 8)?;
+    let b = Target::new(&lab.info.instances[1].url, token, 8)?;
+    let v = Victim::of(lab).await?;
+
+    let mut races = Vec::new();
+    for (strategy, expect) in ctx.under(Hazard::Failover) {
+        let product = homed_on(ctx, &a, strategy, &v.victim).await?.product;
+        let locks = locks_on_redis(&ctx.catalogue, strategy, product);
+        reset(&a, product, strategy, 1, holding(locks, WORK_MS)).await?;
+        races.push((product, expect, locks));
+    }
+    let probe = homed_on(ctx, &a, "redis-lua", &v.victim).await?.product;
+    caught_up(&v.victim_url, &v.replica_url).await?;
+    hold_back(lab, &v.victim_url, &v.replica_name).await?;
+
+    let started = Instant::now();
+    let holders: Vec<_> = races
+        .iter()
+        .map(|(product, ..)| buy_in_background(&a, *product, "holder"))
+        .collect();
+    let redlock = lab.info.redlock_urls.first().cloned().unwrap_or_default();
+    until(
+        "each holder holds its lock, or has sold and its order left redis",
+        || async {
+            let mut ready = true;
+            for ((product, _, locks), holder) in races.iter().zip(&holders) {
+                let lock = keys::lock(*product);
+                ready &= if *locks {
+                    exists(&v.victim_url, &lock).await || exists(&redlock, &lock).await
+                } else {
+                    holder.is_finished() && a.ledger(*product).await.is_ok_and(|l| l.pending == 0)
+                };
+            }
+            ready
+        },
+    )
+    .await?;
+
+    kill(lab, &v.replica_name).await?;
+    promoted(&v.replica_url).await?;
+    sells_again(lab, probe).await?;
+    eprintln!(
+        "  {VARIANT}: {} sells {:.1} s into the holders' sections",
+        v.replica,
+        started.elapsed().as_secs_f64()
+    );
+    for (product, ..) in &races {
+        anyhow::ensure!(
+            !exists(&v.replica_url, &keys::lock(*product)).await,
+            "product {product}'s lock reached the replica: no write was lost"
+        );
+    }
+    let holders = Holders {
+        races: races.iter().map(|(p, e, _)| (*p, *e)).collect(),
+        pending: holders,
+        started,
+        work: Duration::from_millis(WORK_MS),
+    };
+    holders.second_buyers(ctx, &b, NAME, VARIANT).await
+}
+
+/// Whether `key` exists on the Redis at `url` (false when it cannot say).
+async fn exists(url: &str, key: &str) -> bool {
+    sentinel::command::<bool>(url, redis::cmd("EXISTS").arg(key))
+        .await
+        .unwrap_or(false)
+}
