@@ -176,6 +176,12 @@ fn pg_transport(error: &sqlx::Error) -> bool {
     }
 }
 
+/// `duration` in whole seconds, rounded up, at least 1: what
+/// `Retry-After` can say.
+fn whole_seconds(duration: Duration) -> u64 {
+    duration.as_secs_f64().ceil().max(1.0) as u64
+}
+
 /// `.at_commit()` on the result of the step that sells.
 pub trait AtCommit<T> {
     /// See [`BackendError::at_commit`].
@@ -207,6 +213,16 @@ pub enum ApiError {
     /// 403: the bearer token is not the admin token.
     #[error("wrong admin token")]
     Forbidden,
+    /// 403: the product's sale window has not opened yet.
+    #[error("the sale opens in {} s", whole_seconds(*.starts_in))]
+    NotStarted {
+        /// How long until it opens: `seconds_left` in the body, and
+        /// `Retry-After`.
+        starts_in: Duration,
+    },
+    /// 410: the product's sale window has closed.
+    #[error("the sale has ended")]
+    Ended,
     /// 404: no product with that id has been created.
     #[error("unknown product {0}")]
     UnknownProduct(i64),
@@ -275,9 +291,11 @@ pub const CODES: &[&str] = &[
     "bad_request",
     "unauthorized",
     "forbidden",
+    "not_started",
     "unknown_product",
     "not_found",
     "method_not_allowed",
+    "ended",
     "sold_out",
     "limit_reached",
     "rate_limited",
@@ -308,6 +326,10 @@ pub struct ErrorDetail {
     /// the buyer (or a history check) can look for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     order_id: Option<uuid::Uuid>,
+    /// With `not_started`: whole seconds until the sale opens (rounded
+    /// up, as `Retry-After`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seconds_left: Option<u64>,
 }
 
 /// `error.code` in the document: a string from [`CODES`].
@@ -327,6 +349,8 @@ impl ApiError {
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::NotStarted { .. } => (StatusCode::FORBIDDEN, "not_started"),
+            Self::Ended => (StatusCode::GONE, "ended"),
             Self::UnknownProduct(_) => (StatusCode::NOT_FOUND, "unknown_product"),
             Self::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
@@ -370,26 +394,33 @@ impl IntoResponse for ApiError {
             Self::OutcomeUnknown { order_id, .. } => Some(*order_id),
             _ => None,
         };
+        let seconds_left = match &self {
+            Self::NotStarted { starts_in } => Some(whole_seconds(*starts_in)),
+            _ => None,
+        };
         let body = ErrorBody {
             error: ErrorDetail {
                 code,
                 message,
                 order_id,
+                seconds_left,
             },
         };
         let mut response = (status, Json(body)).into_response();
         let retry_after = match &self {
-            Self::Busy { retry_after, .. } | Self::RateLimited { retry_after } => {
-                Some(*retry_after)
-            }
+            Self::Busy { retry_after, .. }
+            | Self::RateLimited { retry_after }
+            | Self::NotStarted {
+                starts_in: retry_after,
+            } => Some(*retry_after),
             _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(Duration::from_secs(1)),
             _ => None,
         };
         if let Some(retry_after) = retry_after {
-            let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(whole_seconds(retry_after)),
+            );
         }
         if let Self::RateLimited { .. } = &self {
             // The gateway's 429 says "gateway": clients and load reports
@@ -468,6 +499,10 @@ mod tests {
             ApiError::UnknownProduct(1),
             ApiError::NotFound,
             ApiError::MethodNotAllowed,
+            ApiError::NotStarted {
+                starts_in: Duration::from_millis(1_500),
+            },
+            ApiError::Ended,
             ApiError::SoldOut,
             ApiError::LimitReached,
             ApiError::RateLimited {
@@ -494,6 +529,8 @@ mod tests {
                 | ApiError::UnknownProduct(_)
                 | ApiError::NotFound
                 | ApiError::MethodNotAllowed
+                | ApiError::NotStarted { .. }
+                | ApiError::Ended
                 | ApiError::SoldOut
                 | ApiError::LimitReached
                 | ApiError::RateLimited { .. }

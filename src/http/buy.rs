@@ -18,7 +18,7 @@ use crate::backends::lane::LaneConn;
 use crate::error::{ApiError, BackendError, ErrorBody};
 use crate::idempotency::{self, Claim, Claimed, Sold};
 use crate::orders::Order;
-use crate::product::{Product, parse_id, truncate};
+use crate::product::{Product, Window, parse_id, truncate};
 use crate::products;
 use crate::sale::BuyCtx;
 use crate::strategy::{Outcome, Sells};
@@ -59,7 +59,11 @@ pub struct BuyQuery {
             ("Idempotent-Replayed" = String, description = "`true` when this is the answer of an earlier request with the same Idempotency-Key"),
         )),
         (status = 400, description = "`bad_request`: a malformed id, buyer or Idempotency-Key, or no buyer", body = ErrorBody),
+        (status = 403, description = "`not_started`: the product's sale window opens in `seconds_left` s", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds until the sale opens"),
+        )),
         (status = 404, description = "`unknown_product`", body = ErrorBody),
+        (status = 410, description = "`ended`: the product's sale window has closed", body = ErrorBody),
         (status = 409, description = "`sold_out`, or `limit_reached` (the buyer holds the product's per-user limit)", body = ErrorBody),
         (status = 429, description = "`rate_limited` by the service or the gateway (`X-Limited-By` says which)", body = ErrorBody, headers(
             ("Retry-After" = u64, description = "seconds"),
@@ -107,6 +111,15 @@ pub async fn buy(
             .inspect_err(|error| app.backends().lane.retire(&lane, error))?
             .ok_or(ApiError::UnknownProduct(id))?,
     };
+    match product.settings.window(now_ms()) {
+        Window::Open => {}
+        Window::NotStarted(ms) => {
+            return Err(ApiError::NotStarted {
+                starts_in: Duration::from_millis(ms),
+            });
+        }
+        Window::Ended => return Err(ApiError::Ended),
+    }
     let strategy = app
         .catalogue()
         .get(&product.strategy)
@@ -322,4 +335,12 @@ fn valid_buyer(raw: String) -> Result<String, ApiError> {
         )));
     }
     Ok(raw)
+}
+
+/// Now, in ms since the Unix epoch: the clock the sale window is read on.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
 }

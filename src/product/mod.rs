@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::Invalid;
-pub use settings::{Quorum, Settings, StoreKind};
+pub use settings::{Quorum, Settings, StoreKind, Window};
 
 /// Largest stock a reset accepts; far above any flash sale, far below
 /// anything that could overflow a counter.
@@ -161,6 +161,28 @@ mod tests {
                 "{bad} accepted"
             );
         }
+    }
+
+    #[test]
+    fn the_sale_window_opens_and_closes_at_its_moments() {
+        let window = Settings {
+            opens_at_ms: 1_000,
+            closes_at_ms: 5_000,
+            ..Settings::default()
+        };
+        assert_eq!(window.window(0), Window::NotStarted(1_000));
+        assert_eq!(window.window(999), Window::NotStarted(1));
+        assert_eq!(window.window(1_000), Window::Open);
+        assert_eq!(window.window(4_999), Window::Open);
+        assert_eq!(window.window(5_000), Window::Ended);
+        assert_eq!(Settings::default().window(u64::MAX), Window::Open);
+        assert!(window.validate().is_ok());
+        let backwards = Settings {
+            opens_at_ms: 5_000,
+            closes_at_ms: 5_000,
+            ..Settings::default()
+        };
+        assert!(backwards.validate().is_err());
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub const MAX_RETRIES: u32 = 10_000;
 pub const MAX_SEGMENTS: u32 = 64;
 /// Upper bound of `per_user_limit`.
 pub const MAX_PER_USER: u32 = 1_000_000;
+/// Upper bound of `opens_at_ms` and `closes_at_ms`: the year 3000, in ms
+/// since the Unix epoch (a seconds value sent by mistake is far below).
+pub const MAX_TIME_MS: u64 = 32_503_680_000_000;
 
 /// Which store holds a product's stock. Here, at the bottom, because a
 /// product's settings name it; the stores themselves live in
@@ -88,6 +91,29 @@ pub struct Settings {
     #[schema(minimum = 0, maximum = 1_000_000)]
     #[serde(deserialize_with = "super::whole_number")]
     pub per_user_limit: u32,
+    /// When the sale opens, in ms since the Unix epoch; 0 = open from the
+    /// reset. Before it a buy is refused with 403 `not_started` and the
+    /// seconds left, touching no backend.
+    #[schema(minimum = 0, maximum = 32_503_680_000_000_u64)]
+    #[serde(deserialize_with = "super::whole_number")]
+    pub opens_at_ms: u64,
+    /// When the sale closes, in ms since the Unix epoch; 0 = never; else
+    /// it must come after `opens_at_ms`. From then on a buy is refused
+    /// with 410 `ended`.
+    #[schema(minimum = 0, maximum = 32_503_680_000_000_u64)]
+    #[serde(deserialize_with = "super::whole_number")]
+    pub closes_at_ms: u64,
+}
+
+/// Where a moment falls in a product's sale window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// Buys are taken.
+    Open,
+    /// The sale opens in this many ms.
+    NotStarted(u64),
+    /// The sale has closed.
+    Ended,
 }
 
 impl Default for Settings {
@@ -102,6 +128,8 @@ impl Default for Settings {
             quorum: Quorum::Majority,
             crash_gap_ms: 0,
             per_user_limit: 0,
+            opens_at_ms: 0,
+            closes_at_ms: 0,
         }
     }
 }
@@ -135,6 +163,28 @@ impl Settings {
             self.per_user_limit.into(),
             0,
             MAX_PER_USER.into(),
-        )
+        )?;
+        check("opens_at_ms", self.opens_at_ms, 0, MAX_TIME_MS)?;
+        check("closes_at_ms", self.closes_at_ms, 0, MAX_TIME_MS)?;
+        if self.closes_at_ms != 0 && self.closes_at_ms <= self.opens_at_ms {
+            return Err(Invalid(format!(
+                "closes_at_ms ({}) must come after opens_at_ms ({})",
+                self.closes_at_ms, self.opens_at_ms
+            )));
+        }
+        Ok(())
+    }
+
+    /// Where `now_ms` (ms since the Unix epoch) falls in the sale window.
+    /// Each instance asks its own clock: instances on several hosts need
+    /// their clocks in step (NTP) for the opening to be one moment.
+    pub fn window(&self, now_ms: u64) -> Window {
+        if now_ms < self.opens_at_ms {
+            Window::NotStarted(self.opens_at_ms - now_ms)
+        } else if self.closes_at_ms != 0 && now_ms >= self.closes_at_ms {
+            Window::Ended
+        } else {
+            Window::Open
+        }
     }
 }

@@ -16,4 +16,5 @@ mod metrics;
 mod races;
 mod shutdown;
 mod soldout;
+mod window;
 mod writer;

@@ -15,6 +15,7 @@ MAX_MS = 60_000  # src/product/settings.rs: MAX_MS
 @schemathesis.hook
 def before_call(context, case, kwargs):
     lower_slow_knobs(case)
+    a_window_closes_after_it_opens(case)
     no_buyer_means_no_buyer(case)
 
 
@@ -31,6 +32,22 @@ def lower_slow_knobs(case):
         value = body.get(knob)
         if type(value) in (int, float) and SLOW_MS < value <= MAX_MS:
             body[knob] = SLOW_MS
+
+
+def a_window_closes_after_it_opens(case):
+    """A sale window must close after it opens (`closes_at_ms` greater
+    than `opens_at_ms`, or 0 for never): one field compared with another,
+    which the document can only say in words. A generated body that has it
+    backwards is given no close, so it stays valid; the refusal of a
+    backwards window is tested in tests/api/window.rs."""
+    body = case.body
+    if not isinstance(body, dict):
+        return
+    opens, closes = body.get("opens_at_ms"), body.get("closes_at_ms")
+    numbers = (int, float)
+    if type(closes) in numbers and closes != 0:
+        if closes <= (opens if type(opens) in numbers else 0):
+            body["closes_at_ms"] = 0
 
 
 def no_buyer_means_no_buyer(case):

@@ -1,0 +1,94 @@
+//! The sale window: before `opens_at_ms` a buy is 403 `not_started` with
+//! the seconds left (body and `Retry-After`), from `closes_at_ms` on it is
+//! 410 `ended`; neither sells nor touches the stock, and in between the
+//! product sells as usual.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use crate::harness::{http, shared};
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_millis() as u64
+}
+
+/// One raw buy: status, `Retry-After` and the JSON body.
+async fn buy(base: &str, id: i64, user: &str) -> (u16, Option<u64>, Value) {
+    let response = http()
+        .post(format!("{base}/stock/{id}/buy"))
+        .header("X-User-Id", user)
+        .send()
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    (status, retry_after, response.json().await.expect("JSON"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_sells_only_inside_its_window() {
+    let lab = shared();
+    let gateway = lab.gateway();
+    let base = &lab.info.gateway_url;
+
+    // Opens in 1.5 s: refused with the seconds left, nothing sold.
+    let opens = now_ms() + 1_500;
+    gateway
+        .reset(
+            1901,
+            &json!({"stock": 3, "strategy": "redis-lua", "opens_at_ms": opens}),
+        )
+        .await
+        .expect("reset");
+    let (status, retry_after, body) = buy(base, 1901, "early").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "not_started", "{body}");
+    let left = body["error"]["seconds_left"]
+        .as_u64()
+        .expect("seconds_left");
+    assert!((1..=2).contains(&left), "{body}");
+    assert_eq!(retry_after, Some(left));
+    let ledger = gateway.ledger(1901).await.expect("ledger");
+    assert_eq!((ledger.sold, ledger.remaining), (0, 3));
+
+    // Once open, it sells.
+    let wait = opens.saturating_sub(now_ms()) + 50;
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    let (status, _, body) = buy(base, 1901, "on-time").await;
+    assert_eq!(status, 200, "{body}");
+
+    // Closed: 410, nothing sold, under a strategy that sells in PostgreSQL
+    // too.
+    let opened = now_ms() - 10_000;
+    gateway
+        .reset(
+            1902,
+            &json!({"stock": 3, "strategy": "db-atomic",
+                    "opens_at_ms": opened, "closes_at_ms": opened + 5_000}),
+        )
+        .await
+        .expect("reset");
+    let (status, retry_after, body) = buy(base, 1902, "late").await;
+    assert_eq!(status, 410, "{body}");
+    assert_eq!(body["error"]["code"], "ended", "{body}");
+    assert_eq!(retry_after, None);
+    assert_eq!(gateway.ledger(1902).await.expect("ledger").sold, 0);
+
+    // A window that closes before it opens is refused at the reset.
+    let refused = http()
+        .put(format!("{base}/admin/products/1903"))
+        .bearer_auth(&lab.info.admin_token)
+        .json(&json!({"stock": 1, "strategy": "redis-lua",
+                      "opens_at_ms": opens, "closes_at_ms": opens}))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(refused.status().as_u16(), 400);
+}
