@@ -219,6 +219,9 @@ pub enum ApiError {
         /// How long until it opens: `seconds_left` in the body, and
         /// `Retry-After`.
         starts_in: Duration,
+        /// When it opens (ms since the Unix epoch), for a client that
+        /// counts down to the moment rather than to the next second.
+        opens_at_ms: u64,
     },
     /// 410: the product's sale window has closed.
     #[error("the sale has ended")]
@@ -330,6 +333,9 @@ pub struct ErrorDetail {
     /// up, as `Retry-After`).
     #[serde(skip_serializing_if = "Option::is_none")]
     seconds_left: Option<u64>,
+    /// With `not_started`: the moment it opens, in ms since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    opens_at_ms: Option<u64>,
 }
 
 /// `error.code` in the document: a string from [`CODES`].
@@ -394,9 +400,12 @@ impl IntoResponse for ApiError {
             Self::OutcomeUnknown { order_id, .. } => Some(*order_id),
             _ => None,
         };
-        let seconds_left = match &self {
-            Self::NotStarted { starts_in } => Some(whole_seconds(*starts_in)),
-            _ => None,
+        let (seconds_left, opens_at_ms) = match &self {
+            Self::NotStarted {
+                starts_in,
+                opens_at_ms,
+            } => (Some(whole_seconds(*starts_in)), Some(*opens_at_ms)),
+            _ => (None, None),
         };
         let body = ErrorBody {
             error: ErrorDetail {
@@ -404,6 +413,7 @@ impl IntoResponse for ApiError {
                 message,
                 order_id,
                 seconds_left,
+                opens_at_ms,
             },
         };
         let mut response = (status, Json(body)).into_response();
@@ -412,6 +422,7 @@ impl IntoResponse for ApiError {
             | Self::RateLimited { retry_after }
             | Self::NotStarted {
                 starts_in: retry_after,
+                ..
             } => Some(*retry_after),
             _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(Duration::from_secs(1)),
             _ => None,
@@ -501,6 +512,7 @@ mod tests {
             ApiError::MethodNotAllowed,
             ApiError::NotStarted {
                 starts_in: Duration::from_millis(1_500),
+                opens_at_ms: 1_500,
             },
             ApiError::Ended,
             ApiError::SoldOut,

@@ -18,7 +18,7 @@ use crate::backends::lane::LaneConn;
 use crate::error::{ApiError, BackendError, ErrorBody};
 use crate::idempotency::{self, Claim, Claimed, Sold};
 use crate::orders::Order;
-use crate::product::{Product, Window, parse_id, truncate};
+use crate::product::{Product, Window, now_ms, parse_id, truncate};
 use crate::products;
 use crate::sale::BuyCtx;
 use crate::strategy::{Outcome, Sells};
@@ -116,6 +116,7 @@ pub async fn buy(
         Window::NotStarted(ms) => {
             return Err(ApiError::NotStarted {
                 starts_in: Duration::from_millis(ms),
+                opens_at_ms: product.settings.opens_at_ms,
             });
         }
         Window::Ended => return Err(ApiError::Ended),
@@ -335,12 +336,4 @@ fn valid_buyer(raw: String) -> Result<String, ApiError> {
         )));
     }
     Ok(raw)
-}
-
-/// Now, in ms since the Unix epoch: the clock the sale window is read on.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64
 }

@@ -105,6 +105,15 @@ pub struct Settings {
     pub closes_at_ms: u64,
 }
 
+/// Now, in ms since the Unix epoch: the clock the sale window is read on
+/// (each instance's own).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
 /// Where a moment falls in a product's sale window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Window {

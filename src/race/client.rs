@@ -53,6 +53,8 @@ pub struct Answer {
     pub served_by: Option<String>,
     /// The stock left after the sale, where the strategy tells it.
     pub stock_left: Option<i64>,
+    /// With `not_started`: when the sale opens (ms since the Unix epoch).
+    pub opens_at_ms: Option<u64>,
 }
 
 impl Answer {
@@ -63,6 +65,7 @@ impl Answer {
             order_id: None,
             served_by: None,
             stock_left: None,
+            opens_at_ms: None,
         }
     }
 
@@ -146,6 +149,7 @@ impl Target {
                 order_id: json["order_id"].as_str().and_then(|s| s.parse().ok()),
                 served_by: json["served_by"].as_str().map(str::to_owned),
                 stock_left: json["stock_left"].as_i64(),
+                opens_at_ms: None,
             };
         }
         let error = &json["error"];
@@ -154,6 +158,7 @@ impl Target {
             .map_or_else(|| format!("http_{status}"), str::to_owned);
         Answer {
             order_id: error["order_id"].as_str().and_then(|s| s.parse().ok()),
+            opens_at_ms: error["opens_at_ms"].as_u64(),
             ..Answer::failed(status, &code)
         }
     }

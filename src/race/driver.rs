@@ -14,7 +14,7 @@ use super::client::{Answer, BuyResult, Target};
 use crate::check::history::{self, Completion, Event, RaceHistory};
 use crate::check::{self, Verdict};
 use crate::ledger::Ledger;
-use crate::product::{ResetRequest, Settings};
+use crate::product::{ResetRequest, Settings, now_ms};
 
 /// One race's settings.
 #[derive(Debug, Clone)]
@@ -76,6 +76,9 @@ pub struct Row {
     /// Of the unknown outcomes, how many had in fact sold.
     #[serde(default)]
     pub unknown_sold: i64,
+    /// With a sale window: the rush at its opening.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opening: Option<Opening>,
 }
 
 /// Who checks a race's history, and where it is kept: the orders'
@@ -269,19 +272,47 @@ pub async fn fire(
                 if let Some(at) = start_at {
                     tokio::time::sleep_until(at.into()).await;
                 }
-                let attempt = Attempt::make(target, product, &user).await;
+                let attempts = buy_when_open(target, product, &user).await;
                 done.fetch_add(1, Ordering::Relaxed);
-                attempt
+                attempts
             }
         })
         .buffer_unordered(concurrency.max(1))
-        .collect()
-        .await;
+        .collect::<Vec<Vec<Attempt>>>()
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
     if let Some(handle) = progress {
         handle.abort();
         eprint!("\r\x1b[2K");
     }
     outcomes
+}
+
+/// How often one buyer comes back to a sale that has not opened.
+const OPENING_TRIES: usize = 3;
+
+/// One buyer's buy, as a person at a flash sale makes it: told
+/// `not_started`, the buyer waits for the moment the answer names and
+/// asks again (at most [`OPENING_TRIES`] times). Every request is an
+/// attempt of the race's history.
+async fn buy_when_open(target: &Target, product: i64, user: &str) -> Vec<Attempt> {
+    let mut attempts = Vec::new();
+    loop {
+        let attempt = Attempt::make(target, product, user).await;
+        let opens_at = attempt
+            .answer
+            .opens_at_ms
+            .filter(|_| attempt.answer.code.as_deref() == Some("not_started"));
+        attempts.push(attempt);
+        match opens_at {
+            Some(at) if attempts.len() < OPENING_TRIES => {
+                tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
+            }
+            _ => return attempts,
+        }
+    }
 }
 
 /// Polls the ledger until no order of the product is left in the stream.
@@ -321,6 +352,7 @@ fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
     }
     let mut latencies: Vec<Duration> = attempts.iter().map(|a| a.took).collect();
     latencies.sort();
+    let opening = (ledger.settings.opens_at_ms > 0).then(|| Opening::of(ledger, attempts));
     Row {
         strategy: ledger.strategy.clone(),
         initial: ledger.initial,
@@ -337,6 +369,40 @@ fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
         history_ok: None,
         violations: BTreeMap::new(),
         unknown_sold: 0,
+        opening,
+    }
+}
+
+/// The rush at a sale's opening: how many were there before it, and how
+/// long after it the last unit went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Opening {
+    /// Requests answered `not_started`.
+    pub early: u64,
+    /// From the opening to the answer of the last sale, in ms (none when
+    /// nothing sold).
+    pub last_sale_ms: Option<f64>,
+}
+
+impl Opening {
+    fn of(ledger: &Ledger, attempts: &[Attempt]) -> Self {
+        let early = attempts
+            .iter()
+            .filter(|a| a.answer.code.as_deref() == Some("not_started"))
+            .count() as u64;
+        // The opening on this process's monotonic clock.
+        let since = Duration::from_millis(now_ms().saturating_sub(ledger.settings.opens_at_ms));
+        let opened = Instant::now().checked_sub(since);
+        let last_sale_ms = attempts
+            .iter()
+            .filter(|a| a.answer.status == 200)
+            .filter_map(|a| (a.sent + a.took).checked_duration_since(opened?))
+            .max()
+            .map(|d| round2(d.as_secs_f64() * 1000.0));
+        Self {
+            early,
+            last_sale_ms,
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use anyhow::Context;
 
 use crate::lab::durability::{AofFsync, Durability};
 use crate::lab::{Lab, LabArgs};
-use crate::product::Settings;
+use crate::product::{Settings, now_ms};
 use client::Target;
 use driver::{Audit, RaceSpec, Row, race};
 
@@ -81,6 +81,12 @@ pub struct RaceArgs {
     /// strategy: a safe strategy must hold in every race, not in one.
     #[arg(long, env = "SECKILL_RACE_REPEAT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
+    /// Open each product's sale this many ms after its reset
+    /// (`opens_at_ms`): the buyers come early, are told `not_started`,
+    /// and come back at the opening; the table shows the rush (requests
+    /// that came early, when the last unit went).
+    #[arg(long, env = "SECKILL_RACE_OPENS_IN_MS")]
+    pub opens_in_ms: Option<u64>,
     /// First product id used; strategy i races on product first + i.
     #[arg(long, env = "SECKILL_RACE_PRODUCT", default_value_t = 9001)]
     pub first_product: i64,
@@ -193,7 +199,10 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             buyers: args.buyers,
             concurrency: args.concurrency,
             pace: None,
-            settings,
+            settings: Settings {
+                opens_at_ms: args.opens_in_ms.map_or(0, |ms| now_ms() + ms),
+                ..settings
+            },
         };
         rows.push(race(&target, &spec, &audit).await?);
     }

@@ -54,6 +54,12 @@ fn errors(row: &Row) -> String {
     if row.unknown_sold > 0 {
         parts.push(format!("(unknown that sold: {})", row.unknown_sold));
     }
+    if let Some(opening) = &row.opening {
+        parts.push(format!("opening: {} early", opening.early));
+        if let Some(ms) = opening.last_sale_ms {
+            parts.push(format!("last sale {ms} ms after it"));
+        }
+    }
     parts.join(" ")
 }
 

@@ -92,3 +92,50 @@ async fn a_sale_sells_only_inside_its_window() {
         .expect("an answer");
     assert_eq!(refused.status().as_u16(), 400);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buyers_who_come_early_return_at_the_opening_and_the_table_shows_the_rush() {
+    use seckill::race::driver::{fire, reset, settled_row};
+    let lab = shared();
+    let gateway = lab.gateway();
+    let settings = seckill::product::Settings {
+        opens_at_ms: now_ms() + 1_000,
+        ..Default::default()
+    };
+    reset(&gateway, 1904, "redis-lua", 5, settings)
+        .await
+        .expect("reset");
+    let began = std::time::Instant::now();
+    let attempts = fire(&gateway, 1904, "rush", 20, 20, None).await;
+    // Each buyer was told `not_started` once, with the opening, and came
+    // back for it: 20 early requests, then 5 sales and 15 sold out.
+    let early: Vec<_> = attempts
+        .iter()
+        .filter(|a| a.answer.code.as_deref() == Some("not_started"))
+        .collect();
+    assert_eq!(early.len(), 20, "{attempts:?}");
+    assert!(
+        early
+            .iter()
+            .all(|a| a.answer.opens_at_ms == Some(settings.opens_at_ms))
+    );
+    assert_eq!(attempts.len(), 40, "{attempts:?}");
+    let row = settled_row(&gateway, &lab.audit(), 1904, &attempts, began)
+        .await
+        .expect("row");
+    assert_eq!(
+        (row.sold, row.client_ok, row.oversold),
+        (5, 5, 0),
+        "{row:?}"
+    );
+    assert_eq!(row.errors.get("sold_out"), Some(&15), "{row:?}");
+    assert_eq!(row.history_ok, Some(true), "{row:?}");
+    let opening = row.opening.expect("a row with a window shows its opening");
+    assert_eq!(opening.early, 20);
+    // The last sale came after the opening (how long after is measured,
+    // not asserted).
+    assert!(
+        opening.last_sale_ms.is_some_and(|ms| ms >= 0.0),
+        "{opening:?}"
+    );
+}

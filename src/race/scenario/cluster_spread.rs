@@ -273,6 +273,7 @@ fn merge(rows: Vec<Row>) -> Row {
         history_ok: Some(true),
         violations: BTreeMap::new(),
         unknown_sold: 0,
+        opening: None,
     };
     for row in rows {
         merged.initial += row.initial;
