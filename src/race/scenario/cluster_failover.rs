@@ -45,7 +45,7 @@ use nix::sys::signal::Signal;
 use super::{Ctx, ScenarioRow, fault, until};
 use crate::lab::sentinel;
 use crate::lab::{Lab, LabArgs};
-use crate::product::{Settings, StoreKind};
+use crate::product::Settings;
 use crate::race::client::Target;
 use crate::race::driver::{Attempt, fire, reset};
 
@@ -70,13 +70,7 @@ enum How {
 }
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    let strategies: Vec<&'static str> = ctx
-        .catalogue
-        .all()
-        .map(|s| s.info())
-        .filter(|info| info.safe && info.store == StoreKind::Redis)
-        .map(|info| info.id)
-        .collect();
+    let strategies = ctx.safe_in_redis();
     let mut rows = Vec::new();
     for (variant, how) in [
         ("cluster-failover", How::Coordinated),

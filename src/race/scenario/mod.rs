@@ -36,7 +36,7 @@ use super::client::Target;
 use super::driver::{Attempt, Audit, RaceSpec, Row, race, reset, settled_row};
 use crate::info::{Expect, Hazard};
 use crate::lab::{Lab, LabArgs};
-use crate::product::Settings;
+use crate::product::{Settings, StoreKind};
 use crate::strategy::Catalogue;
 
 /// Every scenario, in the order `--scenario all` runs them.
@@ -140,6 +140,17 @@ impl Ctx {
     fn product(&mut self) -> i64 {
         self.next_product += 1;
         self.next_product
+    }
+
+    /// Every safe strategy whose stock lives in Redis: what the scenarios
+    /// that fault the Redis holding the stock race.
+    fn safe_in_redis(&self) -> Vec<&'static str> {
+        self.catalogue
+            .all()
+            .map(|s| s.info())
+            .filter(|info| info.safe && info.store == StoreKind::Redis)
+            .map(|info| info.id)
+            .collect()
     }
 
     /// The strategies the catalogue races under `hazard`, with what each

@@ -33,7 +33,7 @@ use nix::sys::signal::Signal;
 use super::{Ctx, ScenarioRow};
 use crate::lab::LabArgs;
 use crate::lab::durability::{AofFsync, Durability};
-use crate::product::{Settings, StoreKind};
+use crate::product::Settings;
 use crate::race::client::Target;
 use crate::race::driver::{Attempt, fire, reset};
 
@@ -61,13 +61,7 @@ const VARIANTS: [(&str, Durability, AofFsync, bool); 3] = [
 ];
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
-    let strategies: Vec<&'static str> = ctx
-        .catalogue
-        .all()
-        .map(|s| s.info())
-        .filter(|info| info.safe && info.store == StoreKind::Redis)
-        .map(|info| info.id)
-        .collect();
+    let strategies = ctx.safe_in_redis();
     let mut rows = Vec::new();
     for (variant, durability, redis_fsync, survives) in VARIANTS {
         let topology = LabArgs {
