@@ -5,6 +5,10 @@
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
+# protoc and its well-known types: etcd-client's build script compiles
+# etcd's gRPC definitions.
+RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev \
+    && rm -rf /var/lib/apt/lists/*
 # Dependencies first: this layer is rebuilt only when Cargo.toml/Cargo.lock
 # change, not on every source edit.
 COPY Cargo.toml Cargo.lock ./

@@ -34,6 +34,9 @@ pub enum BackendError {
     /// ZooKeeper failed or the session ended.
     #[error("zookeeper: {0}")]
     ZooKeeper(String),
+    /// etcd failed or did not answer in time.
+    #[error("etcd: {0}")]
+    Etcd(String),
     /// The strategy needs a backend this instance was not configured with.
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -82,7 +85,7 @@ impl BackendError {
                     || e.is_connection_refusal()
                     || cluster_not_run(e)
             }
-            Self::RedisPool(_) | Self::ZooKeeper(_) | Self::Unavailable(_) => true,
+            Self::RedisPool(_) | Self::ZooKeeper(_) | Self::Etcd(_) | Self::Unavailable(_) => true,
             Self::Postgres(e) => pg_transport(e),
             Self::Task(_) | Self::Corrupt(_) | Self::OutcomeUnknown(_) | Self::Group(_) => false,
         }
@@ -226,6 +229,15 @@ pub enum ApiError {
     /// 410: the product's sale window has closed.
     #[error("the sale has ended")]
     Ended,
+    /// 403: the product sells only to buyers with a reservation, and this
+    /// request carries none for this buyer (missing, forged, another
+    /// buyer's, or made before the last reset).
+    #[error("this product sells only to buyers holding a reservation (X-Reservation)")]
+    NotReserved,
+    /// 409: no reservation can be made: the product takes none, or its
+    /// sale has opened.
+    #[error("{0}")]
+    NotReservable(&'static str),
     /// 404: no product with that id has been created.
     #[error("unknown product {0}")]
     UnknownProduct(i64),
@@ -295,12 +307,14 @@ pub const CODES: &[&str] = &[
     "unauthorized",
     "forbidden",
     "not_started",
+    "not_reserved",
     "unknown_product",
     "not_found",
     "method_not_allowed",
     "ended",
     "sold_out",
     "limit_reached",
+    "not_reservable",
     "rate_limited",
     "busy",
     "unavailable",
@@ -357,6 +371,8 @@ impl ApiError {
             Self::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotStarted { .. } => (StatusCode::FORBIDDEN, "not_started"),
             Self::Ended => (StatusCode::GONE, "ended"),
+            Self::NotReserved => (StatusCode::FORBIDDEN, "not_reserved"),
+            Self::NotReservable(_) => (StatusCode::CONFLICT, "not_reservable"),
             Self::UnknownProduct(_) => (StatusCode::NOT_FOUND, "unknown_product"),
             Self::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
@@ -515,6 +531,8 @@ mod tests {
                 opens_at_ms: 1_500,
             },
             ApiError::Ended,
+            ApiError::NotReserved,
+            ApiError::NotReservable("x"),
             ApiError::SoldOut,
             ApiError::LimitReached,
             ApiError::RateLimited {
@@ -543,6 +561,8 @@ mod tests {
                 | ApiError::MethodNotAllowed
                 | ApiError::NotStarted { .. }
                 | ApiError::Ended
+                | ApiError::NotReserved
+                | ApiError::NotReservable(_)
                 | ApiError::SoldOut
                 | ApiError::LimitReached
                 | ApiError::RateLimited { .. }

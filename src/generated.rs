@@ -51,11 +51,16 @@ pub fn markdown_table(infos: &[Info]) -> String {
         "| id | backend | mechanism | safe | survives | fails under |\n|---|---|---|---|---|---|\n",
     );
     for info in infos {
+        let recipes: Vec<&str> = info.recipes.iter().map(|r| r.as_str()).collect();
+        let mechanism = match recipes.is_empty() {
+            true => info.mechanism.to_owned(),
+            false => format!("{}; `recipe`: {}", info.mechanism, recipes.join(", ")),
+        };
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {} | {} |\n",
             info.id,
             info.backend,
-            info.mechanism.replace('|', "\\|"),
+            mechanism.replace('|', "\\|"),
             if info.safe { "yes" } else { "**no**" },
             info.safe_against,
             info.unsafe_against,

@@ -10,7 +10,7 @@
 use serde::{Serialize, Serializer};
 use utoipa::ToSchema;
 
-use crate::product::StoreKind;
+use crate::product::{Recipe, StoreKind};
 
 /// The situations the scenarios reproduce, each with its own topology,
 /// settings and fault (see `seckill race --scenario`).
@@ -106,6 +106,10 @@ pub struct Info {
     #[serde(serialize_with = "as_map")]
     #[schema(value_type = std::collections::BTreeMap<Hazard, Expect>)]
     pub under: &'static [(Hazard, Expect)],
+    /// The `recipe` settings it takes besides the default (`mutex`), each
+    /// raced as a row of its own in the comparison.
+    #[serde(skip_serializing_if = "<[Recipe]>::is_empty")]
+    pub recipes: &'static [Recipe],
 }
 
 impl Info {

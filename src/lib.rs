@@ -9,7 +9,7 @@
 //! - [`product`]: products, their [`product::Settings`] and Redis key names;
 //! - [`info`]: what the catalogue says about a strategy and what it is
 //!   expected to do under each hazard;
-//! - [`backends`]: the Redis, PostgreSQL, RedLock and ZooKeeper handles, and
+//! - [`backends`]: the Redis, PostgreSQL, RedLock, ZooKeeper and etcd handles, and
 //!   the [`backends::Footprint`] a product leaves in them;
 //! - [`orders`]: what a sale records, and the writer that moves Redis-sold
 //!   orders into PostgreSQL;
@@ -26,7 +26,8 @@
 //! **Service** — one instance:
 //! - [`products`]: the product store (load on the buy path, reset
 //!   everywhere); [`ledger`]: counts orders honestly;
-//!   [`idempotency`], [`soldout`], [`edge`]: the buy path's guards;
+//!   [`idempotency`], [`soldout`], [`edge`], [`reservation`]: the buy
+//!   path's guards;
 //!   [`chart`]: the comparison drawn as SVG;
 //! - [`http`]: the routes and their OpenAPI document; [`serve`]: pools,
 //!   migrations, writer, server.
@@ -60,6 +61,7 @@ pub mod product;
 pub mod products;
 pub mod race;
 pub mod report;
+pub mod reservation;
 pub mod sale;
 pub mod serve;
 pub mod soldout;

@@ -17,17 +17,32 @@ use crate::backends::conn::RedisConn;
 use crate::backends::{Backends, Footprint};
 use crate::error::{BackendError, Invalid};
 use crate::product::keys::Place;
-use crate::product::{Product, ResetRequest, Settings, keys, truncate};
+use crate::product::{Product, Recipe, ResetRequest, Settings, keys, truncate};
 use crate::strategy::{Catalogue, StockLayout};
 
-/// Checks a reset request: its ranges, and that the catalogue knows its
-/// strategy.
+/// Checks a reset request: its ranges, that the catalogue knows its
+/// strategy, and that the strategy takes its recipe.
 pub fn validate(request: &ResetRequest, catalogue: &Catalogue) -> Result<(), Invalid> {
-    if catalogue.get(&request.strategy).is_none() {
+    let Some(strategy) = catalogue.get(&request.strategy) else {
         return Err(Invalid(format!(
             "unknown strategy {:?}; known: {}",
             truncate(&request.strategy, 40),
             catalogue.ids().join(", ")
+        )));
+    };
+    let recipe = request.settings.recipe;
+    let info = strategy.info();
+    if recipe != Recipe::default() && !info.recipes.contains(&recipe) {
+        return Err(Invalid(format!(
+            "{} takes no recipe {:?}; only {} do",
+            info.id,
+            recipe.as_str(),
+            catalogue
+                .all()
+                .filter(|s| s.info().recipes.contains(&recipe))
+                .map(|s| s.info().id)
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
     request.validate()

@@ -19,6 +19,7 @@ use crate::backends::zookeeper::ZkSession;
 use crate::edge::EdgeArgs;
 use crate::http::{AppState, router};
 use crate::orders::writer;
+use crate::reservation::Reservations;
 use crate::soldout::{self, Memory};
 use crate::telemetry;
 
@@ -72,6 +73,10 @@ pub struct ServeArgs {
     /// outlive it.
     #[arg(long, env = "SECKILL_ZOOKEEPER_SESSION_MS", default_value_t = 2000)]
     pub zookeeper_session_ms: u64,
+    /// etcd endpoints (`host:port`, comma-separated) for the `etcd`
+    /// strategy (optional).
+    #[arg(long, env = "SECKILL_ETCD")]
+    pub etcd: Option<String>,
     /// PostgreSQL holding products and orders.
     #[arg(long, env = "SECKILL_DATABASE_URL")]
     pub database_url: String,
@@ -79,6 +84,10 @@ pub struct ServeArgs {
     /// without one must not start.
     #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: String,
+    /// The key reservations are signed with (pre-booking); the same on
+    /// every instance. Default: derived from the admin token.
+    #[arg(long, env = "SECKILL_RESERVATION_KEY", hide_env_values = true)]
+    pub reservation_key: Option<String>,
     /// Redis connections per instance. A buyer holds one per command, and
     /// spinning lock waiters must not starve the lock holder of connections,
     /// so this is sized for the in-flight requests, not the cores.
@@ -122,10 +131,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     ));
     let metrics = telemetry::install();
     let upkeep = tokio::spawn(telemetry::upkeep(metrics.clone(), stopping));
+    let reservations = Reservations::new(args.reservation_key.as_deref(), &args.admin_token);
     let state = AppState::new(
         backends,
         instance.clone(),
         args.admin_token,
+        reservations,
         args.edge,
         memory,
         metrics,
@@ -197,6 +208,12 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
         }
         None => None,
     };
+    let etcd = match &args.etcd {
+        Some(endpoints) if !endpoints.is_empty() => {
+            Some(crate::backends::etcd::connect(endpoints).await?)
+        }
+        _ => None,
+    };
     let mut attempt = 0;
     let pg = loop {
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -224,6 +241,7 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
         pg,
         redlock: Arc::new(redlock),
         zookeeper,
+        etcd,
     })
 }
 

@@ -1,8 +1,9 @@
 //! The connections every layer above uses — Redis, PostgreSQL, the RedLock
-//! masters, ZooKeeper — and [`Footprint`], what a product leaves in them.
+//! masters, ZooKeeper, etcd — and [`Footprint`], what a product leaves in them.
 //! Handles only: no knowledge of products, locks or strategies.
 
 pub mod conn;
+pub mod etcd;
 pub mod lane;
 pub mod lease;
 pub mod master;
@@ -33,6 +34,8 @@ pub struct Backends {
     pub redlock: Arc<Vec<Master>>,
     /// ZooKeeper session, when configured (renewed after it expires).
     pub zookeeper: Option<zookeeper::ZkSession>,
+    /// etcd, when configured.
+    pub etcd: Option<etcd_client::Client>,
 }
 
 /// What a strategy keeps per product outside the product's own row and
@@ -49,6 +52,8 @@ pub struct Footprint {
     pub lock_rows: Vec<String>,
     /// ZooKeeper directories whose children are lock nodes.
     pub lock_nodes: Vec<String>,
+    /// etcd key prefixes (lock keys).
+    pub etcd_prefixes: Vec<String>,
 }
 
 impl Footprint {
@@ -73,6 +78,7 @@ impl Footprint {
         merge(&mut self.redlock, other.redlock);
         merge(&mut self.lock_rows, other.lock_rows);
         merge(&mut self.lock_nodes, other.lock_nodes);
+        merge(&mut self.etcd_prefixes, other.etcd_prefixes);
         self
     }
 
@@ -88,9 +94,9 @@ impl Footprint {
         Ok(())
     }
 
-    /// Best effort: the keys on every RedLock master and the lock nodes.
-    /// A master or ZooKeeper that is down has nothing a live holder could
-    /// be confused by.
+    /// Best effort: the keys on every RedLock master, the lock nodes and
+    /// etcd's lock keys. A master, ZooKeeper or etcd that is down has
+    /// nothing a live holder could be confused by.
     pub async fn clear_remote(&self, backends: &Backends) {
         for master in backends.redlock.iter() {
             for key in &self.redlock {
@@ -109,6 +115,19 @@ impl Footprint {
                     for child in children {
                         let _ = zk.delete(&format!("{dir}/{child}"), None).await;
                     }
+                }
+            }
+        }
+        if let Some(etcd) = &backends.etcd {
+            for prefix in &self.etcd_prefixes {
+                let options = etcd_client::DeleteOptions::new().with_prefix();
+                let cleared = tokio::time::timeout(
+                    Duration::from_millis(500),
+                    etcd.clone().delete(prefix.as_str(), Some(options)),
+                )
+                .await;
+                if !matches!(cleared, Ok(Ok(_))) {
+                    tracing::debug!(prefix, "etcd did not answer the reset");
                 }
             }
         }

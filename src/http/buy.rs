@@ -33,7 +33,7 @@ const MAX_USER_LEN: usize = 64;
 pub struct BuyQuery {
     /// The buyer, when there is no `X-User-Id` header.
     #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._:@-]+$")]
-    user: Option<String>,
+    pub user: Option<String>,
 }
 
 /// Sells one unit to the buyer, under the product's strategy. The body is
@@ -49,6 +49,8 @@ pub struct BuyQuery {
          description = "the buyer; `?user=` is accepted in its place, for clients that \
                         cannot set a header (OpenAPI cannot say \"one of the two\")"),
         BuyQuery,
+        ("X-Reservation" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
+         description = "the buyer's reservation (`POST /stock/{id}/reserve`), for a product with `prebooking`"),
         ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
          pattern = "^[!-~]+$",
          description = "a retry with the same key (same product, buyer and reset) gets \
@@ -59,7 +61,8 @@ pub struct BuyQuery {
             ("Idempotent-Replayed" = String, description = "`true` when this is the answer of an earlier request with the same Idempotency-Key"),
         )),
         (status = 400, description = "`bad_request`: a malformed id, buyer or Idempotency-Key, or no buyer", body = ErrorBody),
-        (status = 403, description = "`not_started`: the product's sale window opens in `seconds_left` s", body = ErrorBody, headers(
+        (status = 403, description = "`not_started`: the product's sale window opens in `seconds_left` s; \
+                                      `not_reserved`: the product sells only to buyers holding a reservation", body = ErrorBody, headers(
             ("Retry-After" = u64, description = "seconds until the sale opens"),
         )),
         (status = 404, description = "`unknown_product`", body = ErrorBody),
@@ -93,12 +96,14 @@ pub async fn buy(
     // memory, no backend touched. A retry with a key may be asking for an
     // order it already has, so it goes on to look.
     let cached = memory.products.get(id);
-    if key.is_none()
-        && let Ok(product) = &cached
-        && memory.sold_out.is_sold_out(id, product.epoch)
-    {
-        telemetry::sold_out_flag();
-        return Err(ApiError::SoldOut);
+    if let Ok(product) = &cached {
+        // Decided before any backend is touched: a buyer early, late or
+        // without a reservation is answered even with Redis down.
+        admit(&app, product, &user, &headers)?;
+        if key.is_none() && memory.sold_out.is_sold_out(id, product.epoch) {
+            telemetry::sold_out_flag();
+            return Err(ApiError::SoldOut);
+        }
     }
     // The instance's one shared Redis connection (see `Lane`); every
     // command of this buy pipelines on it with everyone else's.
@@ -106,21 +111,15 @@ pub async fn buy(
     let mut redis = lane.conn.clone();
     let product = match cached {
         Ok(product) => product,
-        Err(miss) => products::fill(&memory.products, miss, app.backends(), &mut redis, id)
-            .await
-            .inspect_err(|error| app.backends().lane.retire(&lane, error))?
-            .ok_or(ApiError::UnknownProduct(id))?,
-    };
-    match product.settings.window(now_ms()) {
-        Window::Open => {}
-        Window::NotStarted(ms) => {
-            return Err(ApiError::NotStarted {
-                starts_in: Duration::from_millis(ms),
-                opens_at_ms: product.settings.opens_at_ms,
-            });
+        Err(miss) => {
+            let product = products::fill(&memory.products, miss, app.backends(), &mut redis, id)
+                .await
+                .inspect_err(|error| app.backends().lane.retire(&lane, error))?
+                .ok_or(ApiError::UnknownProduct(id))?;
+            admit(&app, &product, &user, &headers)?;
+            product
         }
-        Window::Ended => return Err(ApiError::Ended),
-    }
+    };
     let strategy = app
         .catalogue()
         .get(&product.strategy)
@@ -189,6 +188,41 @@ pub async fn buy(
         .await
         .map_err(|e| BackendError::Task(e.to_string()))??;
     Ok(Json(sold).into_response())
+}
+
+/// Whether the product sells to this buyer now: its sale window is open
+/// and, with pre-booking, the buyer holds a reservation for this reset of
+/// it (`X-Reservation`).
+fn admit(
+    app: &AppState,
+    product: &Product,
+    user: &str,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    match product.settings.window(now_ms()) {
+        Window::Open => {}
+        Window::NotStarted(ms) => {
+            return Err(ApiError::NotStarted {
+                starts_in: Duration::from_millis(ms),
+                opens_at_ms: product.settings.opens_at_ms,
+            });
+        }
+        Window::Ended => return Err(ApiError::Ended),
+    }
+    if product.settings.prebooking {
+        let token = headers
+            .get("x-reservation")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !app
+            .inner
+            .reservations
+            .holds(token, product.id, product.epoch, user)
+        {
+            return Err(ApiError::NotReserved);
+        }
+    }
+    Ok(())
 }
 
 /// Runs the product's strategy and settles the idempotency claim: the
@@ -311,7 +345,7 @@ fn replayed(sold: Sold) -> Response {
 /// characters of `A-Z a-z 0-9 . _ : @ -`, so it is safe in logs, keys and
 /// CSV. A malformed `?user=` is refused even beside a header, rather than
 /// silently ignored.
-fn buyer(headers: &HeaderMap, from_query: Option<String>) -> Result<String, ApiError> {
+pub fn buyer(headers: &HeaderMap, from_query: Option<String>) -> Result<String, ApiError> {
     let from_query = from_query.map(valid_buyer).transpose()?;
     match headers.get("x-user-id") {
         Some(value) => valid_buyer(

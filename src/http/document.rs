@@ -231,6 +231,7 @@ mod tests {
     fn every_route_of_the_contract_is_described() {
         let expected: BTreeSet<String> = [
             "POST /stock/{id}/buy",
+            "POST /stock/{id}/reserve",
             "GET /stock/{id}",
             "GET /report",
             "PUT /admin/products/{id}",

@@ -6,6 +6,7 @@ mod buy;
 mod document;
 mod meta;
 mod report;
+mod reserve;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use crate::backends::Backends;
 use crate::backends::master::PooledRedis;
 use crate::edge::{self, ClientIp, EdgeArgs};
 use crate::error::{ApiError, BackendError};
+use crate::reservation::Reservations;
 use crate::soldout::Memory;
 use crate::strategy::Catalogue;
 pub use document::openapi;
@@ -47,6 +49,8 @@ struct Inner {
     instance: String,
     /// The bearer token `PUT /admin/…` requires.
     admin_token: String,
+    /// Signs and checks pre-booking reservations.
+    reservations: Reservations,
     /// Rate limits and overload settings, applied by [`router`] and shown
     /// by `GET /config`.
     edge: EdgeArgs,
@@ -62,6 +66,7 @@ impl AppState {
         backends: Backends,
         instance: String,
         admin_token: String,
+        reservations: Reservations,
         edge: EdgeArgs,
         memory: Arc<Memory>,
         metrics: PrometheusHandle,
@@ -72,6 +77,7 @@ impl AppState {
                 catalogue: Catalogue::new(),
                 instance,
                 admin_token,
+                reservations,
                 edge,
                 memory,
                 metrics,
@@ -130,12 +136,15 @@ pub fn router(state: AppState) -> Router {
 /// (and its layers on), the buy route gets its token buckets; without,
 /// the routes are only read for their descriptions.
 fn routes(edge: Option<&EdgeArgs>) -> OpenApiRouter<AppState> {
-    let buy = routes!(buy::buy).map(|buy| match edge {
-        Some(edge) if edge.layers => rate_limited(buy, edge),
-        _ => buy,
-    });
+    let guarded = |route: MethodRouter<AppState>| match edge {
+        Some(edge) if edge.layers => rate_limited(route, edge),
+        _ => route,
+    };
+    let buy = routes!(buy::buy).map(guarded);
+    let reserve = routes!(reserve::reserve).map(guarded);
     OpenApiRouter::with_openapi(document::base())
         .routes(buy)
+        .routes(reserve)
         .routes(routes!(report::one))
         .routes(routes!(report::all))
         .routes(routes!(report::dashboard))

@@ -13,6 +13,7 @@ use super::AppState;
 use crate::chart::{self, Bar};
 use crate::error::{ApiError, ErrorBody};
 use crate::ledger::{self, Ledger};
+use crate::lock::Reading;
 use crate::product::parse_id;
 use crate::{placement, products};
 
@@ -39,6 +40,7 @@ pub async fn dashboard() -> Html<&'static str> {
         (status = 400, description = "`bad_request`: a malformed id", body = ErrorBody),
         (status = 404, description = "`unknown_product`", body = ErrorBody),
         (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+        (status = 503, description = "`unavailable`: a backend is down; `busy`: (`zookeeper` with `recipe: read-write`) the read lock was not acquired within `acquire_timeout_ms`", body = ErrorBody),
     )
 )]
 pub async fn one(
@@ -51,6 +53,18 @@ pub async fn one(
     let product = products::load(app.backends(), &mut conn, id)
         .await?
         .ok_or(ApiError::UnknownProduct(id))?;
+    // Under a read/write lock, the query reads as a reader: after the
+    // buyers that came before it, alongside other queries.
+    let reading = match app.catalogue().get(&product.strategy) {
+        Some(strategy) => strategy.reading(app.backends(), &product).await?,
+        None => Reading::Unlocked,
+    };
+    if let Reading::TimedOut = reading {
+        return Err(ApiError::Busy {
+            message: "the read lock was not acquired within acquire_timeout_ms".into(),
+            retry_after: std::time::Duration::from_secs(1),
+        });
+    }
     let layout = ledger::layout(app.catalogue(), &product);
     let placement = placement::of(&mut conn, layout).await?;
     let mut ledgers = ledger::compute(app.backends(), app.catalogue(), &[product]).await?;

@@ -17,6 +17,11 @@ pub fn redis_server() -> anyhow::Result<PathBuf> {
     )
 }
 
+/// etcd (Debian's etcd-server): PATH, then /usr/bin.
+pub fn etcd() -> anyhow::Result<PathBuf> {
+    search("etcd", path_dirs().chain([PathBuf::from("/usr/bin")]))
+}
+
 /// redis-cli (Debian's redis-tools, which redis-server depends on): PATH,
 /// then /usr/bin.
 pub fn redis_cli() -> anyhow::Result<PathBuf> {

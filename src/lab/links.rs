@@ -29,16 +29,19 @@ pub enum Backend {
     Postgres,
     /// ZooKeeper.
     ZooKeeper,
+    /// etcd.
+    Etcd,
 }
 
 impl Backend {
     /// Every backend an instance is given, in the order their links open.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Redis,
         Self::Redis2,
         Self::Redis3,
         Self::Postgres,
         Self::ZooKeeper,
+        Self::Etcd,
     ];
 
     /// RedLock's masters, in the order of `redlock_urls`.
@@ -52,10 +55,11 @@ impl Backend {
             Self::Redis3 => "redis-3",
             Self::Postgres => "postgres",
             Self::ZooKeeper => "zookeeper",
+            Self::Etcd => "etcd",
         }
     }
 
-    /// Where `info` says the backend is: a URL, or ZooKeeper's
+    /// Where `info` says the backend is: a URL, or ZooKeeper's or etcd's
     /// `host:port`.
     fn location(self, info: &LabInfo) -> anyhow::Result<&str> {
         let master = |i: usize| {
@@ -70,6 +74,7 @@ impl Backend {
             Self::Redis3 => master(2),
             Self::Postgres => Ok(&info.postgres_url),
             Self::ZooKeeper => Ok(&info.zookeeper),
+            Self::Etcd => Ok(&info.etcd),
         }
     }
 }
@@ -117,6 +122,7 @@ impl Links {
             match backend {
                 Backend::Postgres => seen.postgres_url = routed,
                 Backend::ZooKeeper => seen.zookeeper = routed,
+                Backend::Etcd => seen.etcd = routed,
                 redis => {
                     let index = Backend::REDLOCK
                         .iter()

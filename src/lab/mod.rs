@@ -1,12 +1,13 @@
 //! `seckill lab`: the whole topology, natively, on free loopback ports in a
 //! temporary directory — Redis (plus two more masters for RedLock),
-//! PostgreSQL, ZooKeeper, N instances of this binary and nginx in front.
+//! PostgreSQL, ZooKeeper, etcd, N instances of this binary and nginx in front.
 //! It can also stop, kill, freeze and resume any process it owns: the
 //! failure scenarios need that. The integration tests use the same code (through the
 //! `seckill lab --json` subprocess), so what is tested is what users run.
 
 pub mod cluster;
 pub mod durability;
+mod etcd;
 mod find;
 pub mod links;
 pub mod nginx;
@@ -125,6 +126,7 @@ pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'st
         ("SECKILL_DATABASE_URL", info.postgres_url.clone()),
         ("SECKILL_REDLOCK_URLS", info.redlock_urls.join(",")),
         ("SECKILL_ZOOKEEPER", info.zookeeper.clone()),
+        ("SECKILL_ETCD", info.etcd.clone()),
         ("SECKILL_ADMIN_TOKEN", info.admin_token.clone()),
     ];
     if let Some(topology) = &info.sentinel {
@@ -167,6 +169,9 @@ pub struct LabInfo {
     pub postgres_url: String,
     /// ZooKeeper's `host:port`.
     pub zookeeper: String,
+    /// etcd's client `host:port`.
+    #[serde(default)]
+    pub etcd: String,
     /// Every process the lab owns, by name.
     pub processes: Vec<ProcessInfo>,
     /// The lab's temporary directory (logs live here).
@@ -293,6 +298,11 @@ impl Lab {
         self.info.zookeeper = format!("127.0.0.1:{zk_port}");
         let server = zookeeper::start(&root.join("zookeeper"), zk_port)?;
         self.wait(server, move || zookeeper::ready(zk_port)).await?;
+
+        let (etcd_port, peer_port) = (free_port()?, free_port()?);
+        self.info.etcd = format!("127.0.0.1:{etcd_port}");
+        let server = etcd::start(&root.join("etcd"), etcd_port, peer_port)?;
+        self.wait(server, move || etcd::ready(etcd_port)).await?;
 
         let pg_port = free_port()?;
         self.info.postgres_url = postgres::url(pg_port);
@@ -544,6 +554,7 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
             }
         }
         println!("  zookeeper    {}", lab.info.zookeeper);
+        println!("  etcd         {}", lab.info.etcd);
         println!("  postgres     {}", lab.info.postgres_url);
         if !lab.info.links.is_empty() {
             println!(

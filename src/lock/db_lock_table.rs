@@ -36,6 +36,7 @@ pub const INFO: Info = Info {
         (Hazard::Partition, Expect::SellsAll),
         (Hazard::PartitionWithStore, Expect::Oversells),
     ],
+    recipes: &[],
 };
 
 /// The lock row's name for a product.

@@ -42,6 +42,7 @@ pub const INFO: Info = Info {
         (Hazard::PartitionWithStore, Expect::SellsAll),
         (Hazard::Failover, Expect::Oversells),
     ],
+    recipes: &[],
 };
 
 /// Lease lock with fencing tokens: [`RedisLock`] plus an `INCR`.

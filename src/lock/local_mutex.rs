@@ -30,6 +30,7 @@ pub const INFO: Info = Info {
         (Hazard::Contention, Expect::Oversells),
         (Hazard::SecondInstance, Expect::Oversells),
     ],
+    recipes: &[],
 };
 
 /// One async mutex per product id.

@@ -9,7 +9,9 @@
 //! `async fn` and each lock names its own guard type — no boxing, no
 //! downcasting what a guard keeps alive.
 
+pub mod curator;
 pub mod db_lock_table;
+pub mod etcd;
 pub mod fenced;
 pub mod local_mutex;
 pub mod redis_lock;
@@ -21,7 +23,7 @@ pub mod zookeeper;
 use std::future::Future;
 use std::time::Instant;
 
-use crate::backends::Footprint;
+use crate::backends::{Backends, Footprint};
 use crate::error::BackendError;
 use crate::product::Product;
 use crate::sale::BuyCtx;
@@ -66,6 +68,17 @@ pub trait Lock: Send + Sync {
         None
     }
 
+    /// Takes the read side of the lock for a stock query, for the locks
+    /// that have one (a read/write lock).
+    fn read(
+        &self,
+        _backends: &Backends,
+        _product: &Product,
+        _deadline: Instant,
+    ) -> impl Future<Output = Result<Reading, BackendError>> + Send {
+        async { Ok(Reading::Unlocked) }
+    }
+
     /// How it waits.
     fn waiting(&self) -> Waiting {
         Waiting::Sliced
@@ -76,6 +89,16 @@ pub trait Lock: Send + Sync {
     fn footprint(&self, _product: &Product) -> Footprint {
         Footprint::default()
     }
+}
+
+/// What a stock query got of a lock's read side.
+pub enum Reading {
+    /// The lock has no read side: queries read without it.
+    Unlocked,
+    /// Held until this is dropped.
+    Held(Box<dyn Send + Sync>),
+    /// Not acquired before the deadline (writers held it).
+    TimedOut,
 }
 
 /// A guard that is only an owner token (the value written into the lock),

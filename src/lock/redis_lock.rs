@@ -37,6 +37,7 @@ pub const INFO: Info = Info {
         (Hazard::PartitionWithStore, Expect::Oversells),
         (Hazard::Failover, Expect::Oversells),
     ],
+    recipes: &[],
 };
 
 /// The lease-based Redis lock.

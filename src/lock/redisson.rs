@@ -47,6 +47,7 @@ pub const INFO: Info = Info {
         (Hazard::Partition, Expect::Oversells),
         (Hazard::PartitionWithStore, Expect::Oversells),
     ],
+    recipes: &[],
 };
 
 /// KEYS: lock. ARGV: lease ms, owner. Nil when acquired (or re-entered),

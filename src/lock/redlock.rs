@@ -48,6 +48,7 @@ pub const INFO: Info = Info {
         (Hazard::PartitionWithStore, Expect::Oversells),
         (Hazard::Failover, Expect::NoOversell),
     ],
+    recipes: &[],
 };
 
 /// The RedLock lock.

@@ -36,6 +36,7 @@ pub const INFO: Info = Info {
         (Hazard::LeaseExpiry, Expect::Oversells),
         (Hazard::HolderCrash, Expect::Stalls),
     ],
+    recipes: &[],
 };
 
 /// The naive SETNX lock.

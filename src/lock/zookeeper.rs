@@ -7,6 +7,11 @@
 //! its node again after a connection loss, and deletes the node when the
 //! wait is cancelled. Writing it again here would only add bugs.
 //!
+//! The `recipe` setting swaps in Curator's other recipes (`curator.rs`):
+//! `semaphore-mutex`, `read-write` (buyers write, stock queries read) and
+//! `multi-lock` (the buyer's lock, then the product's). Each is raced as
+//! a row of its own in the comparison.
+//!
 //! Known failure: none while sessions behave; a crashed holder's node
 //! vanishes when its session expires (the lab sets a short session timeout
 //! — ZooKeeper's default kept a dead client's node for ~30 s). A holder
@@ -17,11 +22,11 @@ use std::time::Instant;
 
 use zookeeper_client as zk;
 
-use super::{Lock, Waiting};
+use super::{Lock, Reading, Waiting, curator};
 use crate::backends::Footprint;
 use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
-use crate::product::{Product, StoreKind};
+use crate::product::{Product, Recipe, StoreKind};
 use crate::sale::BuyCtx;
 
 /// The `zookeeper` strategy's catalogue entry.
@@ -40,58 +45,165 @@ pub const INFO: Info = Info {
         (Hazard::HolderCrash, Expect::SellsAll),
         (Hazard::Partition, Expect::Oversells),
     ],
+    recipes: &[Recipe::SemaphoreMutex, Recipe::ReadWrite, Recipe::MultiLock],
 };
 
-/// The per-product directory of lock nodes.
+/// The per-product directory of lock nodes (`mutex`, and `multi-lock`'s
+/// product lock).
 fn lock_dir(product_id: i64) -> String {
     format!("/seckill/locks/{product_id}")
 }
 
-/// The ZooKeeper lock.
+/// Where each other recipe keeps its nodes: below the mutex's directory,
+/// under names its queue never counts (they hold no `lock-`).
+fn recipe_dir(product_id: i64, recipe: Recipe) -> String {
+    let sub = match recipe {
+        Recipe::Mutex => return lock_dir(product_id),
+        Recipe::SemaphoreMutex => "semaphore",
+        Recipe::ReadWrite => "rw",
+        Recipe::MultiLock => "buyers",
+    };
+    format!("{}/{sub}", lock_dir(product_id))
+}
+
+/// The ZooKeeper lock, following the product's `recipe`.
 pub struct ZooKeeperLock;
 
+/// What a holder keeps until it releases: its node(s); dropping them
+/// deletes them.
+pub enum Held {
+    /// A node in a lock queue (`mutex`, the write lock).
+    Queued(zk::OwnedLockClient),
+    /// The semaphore's lease node.
+    Lease(curator::OwnedNode),
+    /// `multi-lock`: the buyer's lock, then the product's, released in
+    /// reverse.
+    Both {
+        /// The buyer's lock, taken first.
+        buyer: zk::OwnedLockClient,
+        /// The product's, taken second.
+        product: zk::OwnedLockClient,
+    },
+}
+
+/// Takes the lock `recipe` describes, once, on `client`'s session.
+async fn take(
+    client: &zk::Client,
+    ctx: &BuyCtx<'_>,
+    recipe: Recipe,
+    deadline: Instant,
+) -> Result<Option<Held>, BackendError> {
+    let id = ctx.product.id;
+    Ok(match recipe {
+        Recipe::Mutex => mutex(client, &lock_dir(id), deadline)
+            .await?
+            .map(Held::Queued),
+        Recipe::SemaphoreMutex => {
+            curator::semaphore_mutex(client, &recipe_dir(id, recipe), deadline)
+                .await?
+                .map(Held::Lease)
+        }
+        Recipe::ReadWrite => curator::write_lock(client, &recipe_dir(id, recipe), deadline)
+            .await?
+            .map(Held::Queued),
+        Recipe::MultiLock => {
+            let buyer = curator::buyer_lock(
+                client,
+                &recipe_dir(id, recipe),
+                &ctx.order.user_id,
+                deadline,
+            )
+            .await?;
+            let Some(buyer) = buyer else {
+                return Ok(None);
+            };
+            // Without the product's lock in time, the buyer's goes too
+            // (dropped), as Curator's multi-lock releases what it took.
+            mutex(client, &lock_dir(id), deadline)
+                .await?
+                .map(|product| Held::Both { buyer, product })
+        }
+    })
+}
+
+/// `InterProcessMutex`: zookeeper-client's own recipe with Curator's
+/// node names.
+async fn mutex(
+    client: &zk::Client,
+    dir: &str,
+    deadline: Instant,
+) -> Result<Option<zk::OwnedLockClient>, BackendError> {
+    let prefix = zk::LockPrefix::new_curator(dir, "lock-").map_err(curator::zk_error)?;
+    let options = curator::lock_options()?;
+    match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", options)).await {
+        Ok(locked) => Ok(Some(locked.map_err(curator::zk_error)?.into_owned())),
+        // Dropping the wait deletes our node: we leave the queue.
+        Err(_elapsed) => Ok(None),
+    }
+}
+
+/// The instance's ZooKeeper session, or `unavailable`.
+fn session(
+    backends: &crate::backends::Backends,
+) -> Result<&crate::backends::zookeeper::ZkSession, BackendError> {
+    backends
+        .zookeeper
+        .as_ref()
+        .ok_or_else(|| BackendError::Unavailable("zookeeper is not configured".into()))
+}
+
+/// A session can end between the check and the call (a pause the client
+/// has not noticed yet): then the step runs once more, on a new session.
+fn retried(error: &BackendError, attempt: u32) -> bool {
+    attempt == 0
+        && matches!(error, BackendError::ZooKeeper(text) if *text == zk::Error::SessionExpired.to_string())
+}
+
 impl Lock for ZooKeeperLock {
-    /// Our lock node; dropping it deletes the node.
-    type Guard = zk::OwnedLockClient;
+    type Guard = Held;
 
     async fn acquire(
         &self,
         ctx: &BuyCtx<'_>,
         deadline: Instant,
     ) -> Result<Option<Self::Guard>, BackendError> {
-        let session = ctx
-            .backends
-            .zookeeper
-            .as_ref()
-            .ok_or_else(|| BackendError::Unavailable("zookeeper is not configured".into()))?;
-        let dir = lock_dir(ctx.product.id);
-        // A session can end between the check and the call (a pause the
-        // client has not noticed yet): then once more, on a new session.
-        for attempt in 0..2 {
+        let session = session(ctx.backends)?;
+        let recipe = ctx.product.settings.recipe;
+        let mut attempt = 0;
+        loop {
             let client = session.client().await?;
-            let prefix = zk::LockPrefix::new_curator(&dir, "lock-").map_err(zk_error)?;
-            let options = zk::LockOptions::new(zk::Acls::anyone_all())
-                .with_ancestor_options(zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
-                .map_err(zk_error)?;
-            match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", options)).await
-            {
-                Ok(Ok(locked)) => return Ok(Some(locked.into_owned())),
-                Ok(Err(zk::Error::SessionExpired)) if attempt == 0 => {}
-                Ok(Err(error)) => return Err(zk_error(error)),
-                // Dropping the wait deletes our node: we leave the queue.
-                Err(_elapsed) => return Ok(None),
+            match take(&client, ctx, recipe, deadline).await {
+                Err(error) if retried(&error, attempt) => attempt += 1,
+                done => return done,
             }
         }
-        Err(BackendError::ZooKeeper(
-            "session expired twice in a row".into(),
-        ))
     }
 
     async fn release(&self, _ctx: &BuyCtx<'_>, guard: Self::Guard) -> Result<(), BackendError> {
-        // Dropping the lock client sends the delete of our node; ZooKeeper
-        // orders it before anything this session does next.
-        drop(guard);
+        // Dropping a node deletes it; ZooKeeper orders the delete before
+        // anything this session does next.
+        if let Held::Both { buyer, product } = guard {
+            drop(product);
+            drop(buyer);
+        }
         Ok(())
+    }
+
+    async fn read(
+        &self,
+        backends: &crate::backends::Backends,
+        product: &Product,
+        deadline: Instant,
+    ) -> Result<Reading, BackendError> {
+        if product.settings.recipe != Recipe::ReadWrite {
+            return Ok(Reading::Unlocked);
+        }
+        let client = session(backends)?.client().await?;
+        let dir = recipe_dir(product.id, Recipe::ReadWrite);
+        Ok(match curator::read_lock(&client, &dir, deadline).await? {
+            Some(node) => Reading::Held(Box::new(node)),
+            None => Reading::TimedOut,
+        })
     }
 
     fn waiting(&self) -> Waiting {
@@ -99,14 +211,16 @@ impl Lock for ZooKeeperLock {
     }
 
     fn footprint(&self, product: &Product) -> Footprint {
+        let semaphore = recipe_dir(product.id, Recipe::SemaphoreMutex);
         Footprint {
-            lock_nodes: vec![lock_dir(product.id)],
+            lock_nodes: vec![
+                lock_dir(product.id),
+                format!("{semaphore}/locks"),
+                format!("{semaphore}/leases"),
+                recipe_dir(product.id, Recipe::ReadWrite),
+                recipe_dir(product.id, Recipe::MultiLock),
+            ],
             ..Footprint::default()
         }
     }
-}
-
-/// ZooKeeper errors as backend errors.
-fn zk_error(error: zk::Error) -> BackendError {
-    BackendError::ZooKeeper(error.to_string())
 }

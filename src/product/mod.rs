@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::Invalid;
-pub use settings::{Quorum, Settings, StoreKind, Window, now_ms};
+pub use settings::{Quorum, Recipe, Settings, StoreKind, Window, now_ms};
 
 /// Largest stock a reset accepts; far above any flash sale, far below
 /// anything that could overflow a counter.

@@ -42,6 +42,51 @@ pub enum Quorum {
     All,
 }
 
+/// Which of Curator's lock recipes the `zookeeper` strategy follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recipe {
+    /// `InterProcessMutex`: one queue of lock nodes, each waiter watching
+    /// its predecessor.
+    #[default]
+    Mutex,
+    /// `InterProcessSemaphoreMutex`: a semaphore of one lease, its lease
+    /// nodes counted under a mutex of its own; not re-entrant.
+    SemaphoreMutex,
+    /// `InterProcessReadWriteLock`: buyers take the write lock, stock
+    /// queries (`GET /stock/{id}`) the read lock; readers share it.
+    ReadWrite,
+    /// `InterProcessMultiLock`: all of several locks — the buyer's own,
+    /// then the product's — taken in that order, released in reverse.
+    MultiLock,
+}
+
+impl Recipe {
+    /// Every recipe, the default first.
+    pub const ALL: [Self; 4] = [
+        Self::Mutex,
+        Self::SemaphoreMutex,
+        Self::ReadWrite,
+        Self::MultiLock,
+    ];
+
+    /// The recipe's name in a reset body, and in a race label
+    /// (`zookeeper:read-write`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mutex => "mutex",
+            Self::SemaphoreMutex => "semaphore-mutex",
+            Self::ReadWrite => "read-write",
+            Self::MultiLock => "multi-lock",
+        }
+    }
+
+    /// The recipe called `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+}
+
 /// Per-product knobs of a strategy.
 ///
 /// Defaults keep the safe strategies fast; the races that demonstrate a
@@ -81,6 +126,9 @@ pub struct Settings {
     /// How many RedLock masters must agree: a majority, or all of them
     /// (the articles' MultiLock).
     pub quorum: Quorum,
+    /// `zookeeper` only: which of Curator's recipes locks the product.
+    /// Other strategies refuse anything but the default.
+    pub recipe: Recipe,
     /// `setnx-naive` only: a pause between its SETNX and its EXPIRE, which
     /// widens the window where a crash leaves a lock that never expires.
     #[schema(minimum = 0, maximum = 60_000)]
@@ -103,6 +151,10 @@ pub struct Settings {
     #[schema(minimum = 0, maximum = 32_503_680_000_000_u64)]
     #[serde(deserialize_with = "super::whole_number")]
     pub closes_at_ms: u64,
+    /// Pre-booking: until `opens_at_ms` (which it needs) buyers reserve
+    /// with `POST /stock/{id}/reserve`; from the opening only a buyer
+    /// holding a reservation may buy (403 `not_reserved` otherwise).
+    pub prebooking: bool,
 }
 
 /// Now, in ms since the Unix epoch: the clock the sale window is read on
@@ -135,10 +187,12 @@ impl Default for Settings {
             store: None,
             segments: 8,
             quorum: Quorum::Majority,
+            recipe: Recipe::Mutex,
             crash_gap_ms: 0,
             per_user_limit: 0,
             opens_at_ms: 0,
             closes_at_ms: 0,
+            prebooking: false,
         }
     }
 }
@@ -180,6 +234,11 @@ impl Settings {
                 "closes_at_ms ({}) must come after opens_at_ms ({})",
                 self.closes_at_ms, self.opens_at_ms
             )));
+        }
+        if self.prebooking && self.opens_at_ms == 0 {
+            return Err(Invalid(
+                "prebooking needs opens_at_ms: reservations are taken until the sale opens".into(),
+            ));
         }
         Ok(())
     }

@@ -27,6 +27,20 @@ pub struct CatalogEntry {
     pub id: String,
     /// Whether it must never oversell.
     pub safe: bool,
+    /// The recipes it takes besides its default, each a row of the
+    /// comparison (`zookeeper:read-write`).
+    #[serde(default)]
+    pub recipes: Vec<String>,
+}
+
+impl CatalogEntry {
+    /// The comparison's labels for this strategy: its id, then
+    /// `id:recipe` for each other recipe.
+    pub fn labels(&self) -> Vec<String> {
+        std::iter::once(self.id.clone())
+            .chain(self.recipes.iter().map(|r| format!("{}:{r}", self.id)))
+            .collect()
+    }
 }
 
 /// What one buy got back.

@@ -15,7 +15,7 @@ use anyhow::Context;
 
 use crate::lab::durability::{AofFsync, Durability};
 use crate::lab::{Lab, LabArgs};
-use crate::product::{Settings, now_ms};
+use crate::product::{Recipe, Settings, now_ms};
 use client::Target;
 use driver::{Audit, RaceSpec, Row, race};
 
@@ -50,7 +50,9 @@ pub struct RaceArgs {
         default_missing_value = "3"
     )]
     pub redis_cluster: Option<usize>,
-    /// Strategies to race, comma-separated (default: every registered one).
+    /// Strategies to race, comma-separated (default: every registered one,
+    /// and each of its recipes as `strategy:recipe`, e.g.
+    /// `zookeeper:read-write`).
     #[arg(long, env = "SECKILL_RACE_STRATEGIES", value_delimiter = ',')]
     pub strategies: Vec<String>,
     /// Units on sale per strategy.
@@ -161,7 +163,7 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
     let safe: Vec<String> = catalogue
         .iter()
         .filter(|c| c.safe)
-        .map(|c| c.id.clone())
+        .flat_map(|c| c.labels())
         .collect();
     let database_url = lab
         .map(|lab| lab.info.postgres_url.clone())
@@ -176,7 +178,7 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
     };
     let strategies: Vec<String> = match (args.strategies.is_empty(), args.repeat) {
         (false, _) => args.strategies.clone(),
-        (true, 1) => catalogue.iter().map(|c| c.id.clone()).collect(),
+        (true, 1) => catalogue.iter().flat_map(|c| c.labels()).collect(),
         (true, _) => safe.clone(),
     };
     let defaults = Settings::default();
@@ -191,20 +193,24 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
     };
     let mut rows = Vec::new();
     let races = (0..args.repeat as usize).flat_map(|_| strategies.iter());
-    for (index, strategy) in races.enumerate() {
+    for (index, label) in races.enumerate() {
+        let (strategy, recipe) = split_label(label)?;
         let spec = RaceSpec {
             product_id: args.first_product + index as i64,
-            strategy: strategy.clone(),
+            strategy,
             stock: args.stock,
             buyers: args.buyers,
             concurrency: args.concurrency,
             pace: None,
             settings: Settings {
                 opens_at_ms: args.opens_in_ms.map_or(0, |ms| now_ms() + ms),
+                recipe,
                 ..settings
             },
         };
-        rows.push(race(&target, &spec, &audit).await?);
+        let mut row = race(&target, &spec, &audit).await?;
+        row.strategy.clone_from(label);
+        rows.push(row);
     }
     println!("{}", persistence_line(&target).await);
     if args.repeat > 1 {
@@ -213,6 +219,21 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
         print!("{}", table::render(&rows, &safe));
     }
     Ok((rows, safe))
+}
+
+/// A comparison label, `strategy` or `strategy:recipe`, as the strategy
+/// id and the recipe to reset it with.
+fn split_label(label: &str) -> anyhow::Result<(String, Recipe)> {
+    match label.split_once(':') {
+        None => Ok((label.to_owned(), Recipe::default())),
+        Some((id, name)) => {
+            let recipe = Recipe::parse(name).with_context(|| {
+                let known: Vec<&str> = Recipe::ALL.iter().map(|r| r.as_str()).collect();
+                format!("{label}: no recipe {name:?}; known: {}", known.join(", "))
+            })?;
+            Ok((id.to_owned(), recipe))
+        }
+    }
 }
 
 /// What the backends keep after a crash, as the gateway's `/config` says:

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::info::Info;
 use crate::lock::{
-    db_lock_table, fenced, local_mutex, redis_lock, redisson, redlock, setnx_naive, zookeeper,
+    db_lock_table, etcd, fenced, local_mutex, redis_lock, redisson, redlock, setnx_naive, zookeeper,
 };
 
 /// All strategies, by catalogue id.
@@ -38,6 +38,7 @@ impl Catalogue {
                 Arc::new(Locked::new(fenced::INFO, fenced::Fenced)),
                 Arc::new(Locked::new(redlock::INFO, redlock::RedLock)),
                 Arc::new(Locked::new(zookeeper::INFO, zookeeper::ZooKeeperLock)),
+                Arc::new(Locked::new(etcd::INFO, etcd::EtcdLock)),
                 Arc::new(Locked::new(db_lock_table::INFO, db_lock_table::DbLockTable)),
                 Arc::new(db_pessimistic::DbPessimistic),
                 Arc::new(db_optimistic::DbOptimistic),

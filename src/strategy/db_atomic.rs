@@ -48,6 +48,7 @@ const INFO: Info = Info {
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::SellsAll),
     ],
+    recipes: &[],
 };
 
 impl Strategy for DbAtomic {

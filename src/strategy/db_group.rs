@@ -38,6 +38,7 @@ const INFO: Info = Info {
     safe_against: "any concurrency, any number of instances, crashed clients",
     unsafe_against: "nothing for correctness; a failed commit leaves its whole group not knowing",
     under: &[(Hazard::Contention, Expect::NoOversell)],
+    recipes: &[],
 };
 
 impl SellsGroup for DbGroup {

@@ -41,6 +41,7 @@ const INFO: Info = Info {
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::NoOversell),
     ],
+    recipes: &[],
 };
 
 impl Strategy for DbOptimistic {

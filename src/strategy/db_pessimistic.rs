@@ -29,6 +29,7 @@ const INFO: Info = Info {
         (Hazard::FrozenHolder, Expect::NoOversell),
         (Hazard::HolderCrash, Expect::SellsAll),
     ],
+    recipes: &[],
 };
 
 impl Strategy for DbPessimistic {

@@ -6,11 +6,11 @@
 use std::time::{Duration, Instant};
 
 use super::{Outcome, Strategy, section, store_of};
-use crate::backends::Footprint;
+use crate::backends::{Backends, Footprint};
 use crate::error::BackendError;
 use crate::info::Info;
 use crate::limit;
-use crate::lock::{Lock, Waiting};
+use crate::lock::{Lock, Reading, Waiting};
 use crate::product::{Product, StoreKind};
 use crate::sale::BuyCtx;
 use crate::store::{self, Cell};
@@ -96,5 +96,14 @@ impl<L: Lock> Strategy for Locked<L> {
     fn footprint(&self, product: &Product) -> Footprint {
         let kind = store_of(&self.info, product);
         store::footprint(kind, product).and(self.lock.footprint(product))
+    }
+
+    async fn reading(
+        &self,
+        backends: &Backends,
+        product: &Product,
+    ) -> Result<Reading, BackendError> {
+        let deadline = Instant::now() + Duration::from_millis(product.settings.acquire_timeout_ms);
+        self.lock.read(backends, product, deadline).await
     }
 }

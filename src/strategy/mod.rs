@@ -32,9 +32,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use crate::backends::Footprint;
+use crate::backends::{Backends, Footprint};
 use crate::error::BackendError;
 use crate::info::Info;
+use crate::lock::Reading;
 use crate::product::{Product, StoreKind};
 use crate::sale::BuyCtx;
 use crate::store::{self, RedisCell, Written};
@@ -130,6 +131,16 @@ pub trait Strategy: Send + Sync {
     fn footprint(&self, product: &Product) -> Footprint {
         store::footprint(store_of(self.info(), product), product)
     }
+
+    /// What a stock query holds while it reads the product's ledger: the
+    /// read side of the strategy's lock, where it has one.
+    fn reading(
+        &self,
+        _backends: &Backends,
+        _product: &Product,
+    ) -> impl Future<Output = Result<Reading, BackendError>> + Send {
+        async { Ok(Reading::Unlocked) }
+    }
 }
 
 /// The store a product uses under a strategy: its `store` setting, or the
@@ -148,6 +159,12 @@ pub trait Sells: Send + Sync {
     fn layout(&self, product: &Product) -> StockLayout;
     /// See [`Strategy::footprint`].
     fn footprint(&self, product: &Product) -> Footprint;
+    /// See [`Strategy::reading`]; the future boxed.
+    fn reading<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+    ) -> BoxFuture<'a, Result<Reading, BackendError>>;
 }
 
 impl<S: Strategy> Sells for S {
@@ -165,5 +182,13 @@ impl<S: Strategy> Sells for S {
 
     fn footprint(&self, product: &Product) -> Footprint {
         Strategy::footprint(self, product)
+    }
+
+    fn reading<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+    ) -> BoxFuture<'a, Result<Reading, BackendError>> {
+        Box::pin(Strategy::reading(self, backends, product))
     }
 }

@@ -23,6 +23,7 @@ const INFO: Info = Info {
     safe_against: "nothing; correct only with one buyer at a time",
     unsafe_against: "any concurrency: concurrent buyers read the same stock and all sell",
     under: &[(Hazard::Contention, Expect::Oversells)],
+    recipes: &[],
 };
 
 impl Strategy for Naive {

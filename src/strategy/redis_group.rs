@@ -69,6 +69,7 @@ const INFO: Info = Info {
     safe_against: "any concurrency, any number of instances, slow or crashed clients",
     unsafe_against: "losing its own writes, as redis-lua: Redis without persistence crashing, a failover to a replica that missed the last writes",
     under: &[(Hazard::Contention, Expect::NoOversell)],
+    recipes: &[],
 };
 
 impl SellsGroup for RedisGroup {

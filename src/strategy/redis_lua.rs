@@ -48,6 +48,7 @@ const INFO: Info = Info {
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::Failover, Expect::Oversells),
     ],
+    recipes: &[],
 };
 
 impl Strategy for RedisLua {

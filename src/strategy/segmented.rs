@@ -53,6 +53,7 @@ const INFO: Info = Info {
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::Oversells),
     ],
+    recipes: &[],
 };
 
 /// Where a buyer starts: stable per user, spread over the segments.

@@ -78,3 +78,66 @@ async fn zookeeper_sells_again_after_its_session_expired() {
     kill(pid, Signal::SIGCONT).expect("resume");
     assert_eq!(instance.buy(502, "after").await, BuyResult::Ok);
 }
+
+/// etcd's lock is a lease of whole seconds; the watchdog renews it while
+/// the holder works. Work of 2.5 s under a 1 s lease: without renewal the
+/// lease would run out after 1 to 1.5 s and the second buyer, queued
+/// behind it, would sell the one unit again.
+#[tokio::test]
+async fn etcd_watchdog_keeps_the_lock_through_work_longer_than_its_lease() {
+    let lab = shared();
+    let row = crate::harness::race_on(
+        &lab.audit(),
+        &lab.gateway(),
+        503,
+        "etcd",
+        1,
+        2,
+        2,
+        serde_json::json!({"work_ms": 2500, "lease_ms": 1000, "acquire_timeout_ms": 8000}),
+    )
+    .await;
+    assert_eq!(row.sold, 1, "{row:?}");
+    assert_eq!(row.oversold, 0, "{row:?}");
+}
+
+/// Curator's read/write lock: a buyer holds the write lock through its
+/// work, and a stock query is a reader, so it answers only once the
+/// buyer's sale is in. Without the read lock the query would read the
+/// stock mid-section, before the decrement (remaining 1).
+#[tokio::test]
+async fn zookeeper_read_write_makes_a_stock_query_wait_for_the_buyer() {
+    use seckill::race::client::BuyResult;
+
+    let lab = shared();
+    let gateway = lab.gateway();
+    let body = serde_json::json!({
+        "stock": 1,
+        "strategy": "zookeeper",
+        "recipe": "read-write",
+        "work_ms": 1500,
+    });
+    gateway.reset(504, &body).await.expect("reset");
+    let buyer = {
+        let gateway = gateway.clone();
+        tokio::spawn(async move { gateway.buy(504, "writer").await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let ledger = gateway.ledger(504).await.expect("ledger");
+    assert_eq!(
+        ledger.remaining, 0,
+        "the query read mid-section: {ledger:?}"
+    );
+    assert_eq!(buyer.await.expect("buyer"), BuyResult::Ok);
+}
+
+/// A recipe is the `zookeeper` strategy's setting only: any other
+/// strategy refuses one with a 400 that names who takes it.
+#[tokio::test]
+async fn a_recipe_is_refused_by_strategies_without_recipes() {
+    let lab = shared();
+    let body = serde_json::json!({"stock": 1, "strategy": "redis-lock", "recipe": "multi-lock"});
+    let error = lab.gateway().reset(505, &body).await.expect_err("refused");
+    let text = error.to_string();
+    assert!(text.contains("400") && text.contains("zookeeper"), "{text}");
+}

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use std::time::Duration;
 
+use seckill::product::Recipe;
 use seckill::strategy::Catalogue;
 
 use crate::harness::{race_on, race_paced, shared};
@@ -154,25 +155,21 @@ async fn every_safe_strategy_sells_exactly_the_stock() {
     // Every strategy the catalogue calls safe, taken from the catalogue.
     // Retries enough for db-optimistic to outlast the contention (the
     // others ignore the knob); its giving up is its own test above.
+    // Each of a strategy's recipes too (zookeeper's Curator recipes).
     let safe = Catalogue::new().infos().into_iter().filter(|i| i.safe);
-    for (i, info) in safe.enumerate() {
+    let races = safe.flat_map(|info| {
+        let recipes = std::iter::once(Recipe::default()).chain(info.recipes.iter().copied());
+        recipes.map(move |recipe| (info.id, recipe))
+    });
+    for (i, (id, recipe)) in races.enumerate() {
         let product = 140 + i as i64;
-        let settings = json!({"max_retries": 1000});
-        let row = race_on(
-            &lab.audit(),
-            &gateway,
-            product,
-            info.id,
-            20,
-            200,
-            50,
-            settings,
-        )
-        .await;
+        let settings = json!({"max_retries": 1000, "recipe": recipe});
+        let row = race_on(&lab.audit(), &gateway, product, id, 20, 200, 50, settings).await;
         assert_eq!(
-            row.sold, 20,
-            "{} must sell exactly the stock: {row:?}",
-            info.id
+            row.sold,
+            20,
+            "{id} ({}) must sell exactly the stock: {row:?}",
+            recipe.as_str()
         );
         assert_eq!(row.oversold, 0, "{row:?}");
         assert_eq!(row.remaining, 0, "{row:?}");

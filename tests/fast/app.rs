@@ -50,6 +50,8 @@ pub async fn app_with(extra: &[&str]) -> Router {
             &redlock,
             "--zookeeper",
             &info.zookeeper,
+            "--etcd",
+            &info.etcd,
             "--admin-token",
             &info.admin_token,
             "--instance",
@@ -62,7 +64,8 @@ pub async fn app_with(extra: &[&str]) -> Router {
     router(AppState::new(
         backends,
         "in-process".into(),
-        args.admin_token,
+        args.admin_token.clone(),
+        seckill::reservation::Reservations::new(None, &args.admin_token),
         args.edge,
         Arc::new(Memory::default()),
         seckill::telemetry::install(),

@@ -16,6 +16,8 @@ MAX_MS = 60_000  # src/product/settings.rs: MAX_MS
 def before_call(context, case, kwargs):
     lower_slow_knobs(case)
     a_window_closes_after_it_opens(case)
+    prebooking_needs_an_opening(case)
+    a_recipe_is_zookeepers(case)
     no_buyer_means_no_buyer(case)
 
 
@@ -50,13 +52,37 @@ def a_window_closes_after_it_opens(case):
             body["closes_at_ms"] = 0
 
 
+def prebooking_needs_an_opening(case):
+    """Reservations are taken until the sale opens, so `prebooking` needs
+    an `opens_at_ms`: a cross-field rule again. A generated body with
+    pre-booking and no opening is given no pre-booking; the refusal is
+    tested in tests/api/prebooking.rs."""
+    body = case.body
+    if not isinstance(body, dict) or body.get("prebooking") is not True:
+        return
+    opens = body.get("opens_at_ms")
+    if type(opens) not in (int, float) or opens == 0:
+        body["prebooking"] = False
+
+
+def a_recipe_is_zookeepers(case):
+    """`recipe` is the `zookeeper` strategy's setting; any other strategy
+    refuses all but the default (tests/api/locks.rs). A generated body
+    pairing another strategy with a recipe is given the default one."""
+    body = case.body
+    if not isinstance(body, dict) or body.get("strategy") == "zookeeper":
+        return
+    if body.get("recipe", "mutex") != "mutex":
+        body["recipe"] = "mutex"
+
+
 def no_buyer_means_no_buyer(case):
     """The buyer is `X-User-Id` or `?user=`. OpenAPI cannot say "one of
     the two", so the document requires the header and describes `?user=`
     as its stand-in. A buy generated without the header is meant to have
     no buyer: without this, its `?user=` would buy, and the checks would
     call that accepting an invalid request."""
-    if case.operation.path != "/stock/{id}/buy":
+    if case.operation.path not in ("/stock/{id}/buy", "/stock/{id}/reserve"):
         return
     headers = {name.lower() for name in (case.headers or {})}
     if "x-user-id" not in headers and case.query:

@@ -4,7 +4,7 @@
 //!
 //! The lab runs `--proxied`: every link between an instance and a backend
 //! goes through a fault proxy, and only instance A's links to the lock's
-//! backend (Redis, the three RedLock masters, ZooKeeper or PostgreSQL) are
+//! backend (Redis, the three RedLock masters, ZooKeeper, etcd or PostgreSQL) are
 //! blackholed. One unit on sale, so two sales are an oversell. The script:
 //! A buys and is inside its section; 200 ms later its links to the lock's
 //! backend go silent; B buys at once, waits for the lock and sells (or
@@ -38,7 +38,9 @@
 //!   (`sells-all`). `redisson` oversells: the watchdog cannot renew, the
 //!   lease expires under A, B sells, and A's write lands from its stale
 //!   read. `zookeeper` oversells: A's session expires, the server deletes
-//!   A's node, B takes the lock; nothing stops A's write to Redis.
+//!   A's node, B takes the lock; nothing stops A's write to Redis. `etcd`
+//!   oversells for the same reason: A's watchdog cannot renew its lease,
+//!   etcd revokes it with A's key, B's queued request is answered.
 //!   `fenced` does not: B's newer token reached the stock first, so A's
 //!   write is refused and its buyer told `busy` (`sells-all`).
 //! - `lock+store` ([`Hazard::PartitionWithStore`]): the stock lives on the
@@ -50,7 +52,7 @@
 //!   lands at the heal, after B read the stock: every unfenced lock
 //!   oversells, even the plain leases whose holder wrote "within" its
 //!   lease; `fenced` refuses the late write. ZooKeeper cannot hold stock,
-//!   so `zookeeper` does not declare this variant.
+//!   so `zookeeper` does not declare this variant, nor does `etcd`.
 //!
 //! Every row is also held to the history check: a buyer told 200 has its
 //! order, and a buyer told `outcome_unknown` is settled by the ledger.
@@ -89,6 +91,9 @@ const ZK_SESSION_MS: u64 = 2000;
 /// The lab's ZooKeeper tick: a session expires on the first tick after its
 /// timeout, and B hears of the deleted node a moment later.
 const ZK_TICK_MS: u64 = 200;
+/// How often etcd looks for expired leases: a lease is revoked on the
+/// first look after its TTL (whole seconds) ran out.
+const ETCD_EXPIRY_CHECK_MS: u64 = 500;
 /// When A is surely inside its section (it acquired the lock and read the
 /// stock) and its links are cut.
 const CUT_AT_MS: u64 = 200;
@@ -138,6 +143,12 @@ fn home(info: &Info) -> anyhow::Result<Home> {
             store_there: None,
             store_elsewhere: StoreKind::Redis,
             lifetime_ms: ZK_SESSION_MS + 2 * ZK_TICK_MS,
+        },
+        "etcd" => Home {
+            links: &[Backend::Etcd],
+            store_there: None,
+            store_elsewhere: StoreKind::Redis,
+            lifetime_ms: LEASE_MS.div_ceil(1000) * 1000 + ETCD_EXPIRY_CHECK_MS,
         },
         other => anyhow::bail!(
             "{} declares a partition hazard, but its lock is on {other}, which the lab cannot cut off",
