@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what seckill needs on a Debian/Ubuntu machine, only what is
 # missing: the servers the lab starts (redis-server, PostgreSQL, nginx,
-# ZooKeeper with its Java runtime, MariaDB, etcd), JMeter with its HTTP sampler and a JDK
+# ZooKeeper with its Java runtime, etcd), JMeter with its HTTP sampler and a JDK
 # (javac builds jmeter/debian/OpenXStream.java, which Debian's JMeter 2.13
 # needs to load any plan), Chromium (the dashboard test), docker-compose (used only to validate
 # docker-compose.yml; no engine needed), and Schemathesis (tests/openapi.rs; pinned, from PyPI,
@@ -16,8 +16,7 @@ have nginx || need+=(nginx)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 have docker-compose || need+=(docker-compose)
 [ -f /usr/share/java/zookeeper.jar ] && have java || need+=(zookeeper)
-# MariaDB (the `mysql` store) and etcd (the `etcd` lease lock), started by the lab.
-have mariadbd || need+=(mariadb-server)
+# etcd (the `etcd` lease lock), started by the lab.
 have etcd || need+=(etcd-server)
 # protoc and its well-known types: etcd-client's build script compiles
 # etcd's gRPC definitions.

@@ -250,6 +250,15 @@ pub enum ApiError {
     /// 409: the product has no stock left.
     #[error("sold out")]
     SoldOut,
+    /// 409 `sold_out` too: this wave's stock is gone, and another wave
+    /// goes on sale later.
+    #[error("this wave is sold out; the next opens in {} s", whole_seconds(*.next_in))]
+    SoldOutUntil {
+        /// How long until the next wave: `seconds_left`, `Retry-After`.
+        next_in: Duration,
+        /// When it opens (ms since the Unix epoch), as `opens_at_ms`.
+        next_at_ms: u64,
+    },
     /// 409: the buyer already holds the product's `per_user_limit` units.
     #[error("this buyer has reached the product's per-user limit")]
     LimitReached,
@@ -343,11 +352,14 @@ pub struct ErrorDetail {
     /// the buyer (or a history check) can look for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     order_id: Option<uuid::Uuid>,
-    /// With `not_started`: whole seconds until the sale opens (rounded
-    /// up, as `Retry-After`).
+    /// With `not_started`: whole seconds until the sale opens; with
+    /// `sold_out` between waves: until the next wave (rounded up, as
+    /// `Retry-After`).
     #[serde(skip_serializing_if = "Option::is_none")]
     seconds_left: Option<u64>,
-    /// With `not_started`: the moment it opens, in ms since the Unix epoch.
+    /// With `not_started`: the moment the sale opens; with `sold_out`
+    /// between waves: the moment the next wave does (ms since the Unix
+    /// epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     opens_at_ms: Option<u64>,
 }
@@ -376,7 +388,7 @@ impl ApiError {
             Self::UnknownProduct(_) => (StatusCode::NOT_FOUND, "unknown_product"),
             Self::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            Self::SoldOut => (StatusCode::CONFLICT, "sold_out"),
+            Self::SoldOut | Self::SoldOutUntil { .. } => (StatusCode::CONFLICT, "sold_out"),
             Self::LimitReached => (StatusCode::CONFLICT, "limit_reached"),
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
@@ -418,9 +430,13 @@ impl IntoResponse for ApiError {
         };
         let (seconds_left, opens_at_ms) = match &self {
             Self::NotStarted {
-                starts_in,
-                opens_at_ms,
-            } => (Some(whole_seconds(*starts_in)), Some(*opens_at_ms)),
+                starts_in: wait,
+                opens_at_ms: at,
+            }
+            | Self::SoldOutUntil {
+                next_in: wait,
+                next_at_ms: at,
+            } => (Some(whole_seconds(*wait)), Some(*at)),
             _ => (None, None),
         };
         let body = ErrorBody {
@@ -438,6 +454,10 @@ impl IntoResponse for ApiError {
             | Self::RateLimited { retry_after }
             | Self::NotStarted {
                 starts_in: retry_after,
+                ..
+            }
+            | Self::SoldOutUntil {
+                next_in: retry_after,
                 ..
             } => Some(*retry_after),
             _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(Duration::from_secs(1)),
@@ -534,6 +554,10 @@ mod tests {
             ApiError::NotReserved,
             ApiError::NotReservable("x"),
             ApiError::SoldOut,
+            ApiError::SoldOutUntil {
+                next_in: Duration::from_secs(2),
+                next_at_ms: 2_000,
+            },
             ApiError::LimitReached,
             ApiError::RateLimited {
                 retry_after: Duration::from_secs(1),
@@ -564,6 +588,7 @@ mod tests {
                 | ApiError::NotReserved
                 | ApiError::NotReservable(_)
                 | ApiError::SoldOut
+                | ApiError::SoldOutUntil { .. }
                 | ApiError::LimitReached
                 | ApiError::RateLimited { .. }
                 | ApiError::Busy { .. }

@@ -22,6 +22,7 @@ use crate::placement::Placed;
 use crate::product::{Product, Settings, keys};
 use crate::store::RedisCell;
 use crate::strategy::{Catalogue, StockLayout};
+use crate::waves;
 
 /// One product's line of the comparison.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq, ToSchema)]
@@ -32,6 +33,9 @@ pub struct Ledger {
     pub strategy: String,
     /// Stock set by the last reset.
     pub initial: i64,
+    /// Of it, the units on sale so far: all of them, or, with waves, the
+    /// waves released until now.
+    pub on_sale: i64,
     /// Orders recorded since the last reset, wherever they are.
     pub sold: i64,
     /// The strategy's own stock counter now.
@@ -88,13 +92,16 @@ pub async fn compute(
         .bind(&pending_ids)
         .fetch_one(&backends.pg)
         .await?;
-        let remaining = remaining(backends, product.id, layout(catalogue, product)).await?;
+        let layout = layout(catalogue, product);
+        let on_sale = waves::on_sale(backends, layout.clone(), product).await?;
+        let remaining = remaining(backends, product.id, layout).await?;
         let sold = in_table + pending;
-        let taken = product.initial - remaining;
+        let taken = on_sale - remaining;
         ledgers.push(Ledger {
             id: product.id,
             strategy: product.strategy.clone(),
             initial: product.initial,
+            on_sale,
             sold,
             remaining,
             oversold: (sold - product.initial).max(0),

@@ -27,7 +27,7 @@
 //! - [`products`]: the product store (load on the buy path, reset
 //!   everywhere); [`ledger`]: counts orders honestly;
 //!   [`idempotency`], [`soldout`], [`edge`], [`reservation`]: the buy
-//!   path's guards;
+//!   path's guards; [`waves`]: the stock released wave by wave;
 //!   [`chart`]: the comparison drawn as SVG;
 //! - [`http`]: the routes and their OpenAPI document; [`serve`]: pools,
 //!   migrations, writer, server.
@@ -68,3 +68,4 @@ pub mod soldout;
 pub mod store;
 pub mod strategy;
 pub mod telemetry;
+pub mod waves;

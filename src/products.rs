@@ -17,8 +17,9 @@ use crate::backends::conn::RedisConn;
 use crate::backends::{Backends, Footprint};
 use crate::error::{BackendError, Invalid};
 use crate::product::keys::Place;
-use crate::product::{Product, Recipe, ResetRequest, Settings, keys, truncate};
+use crate::product::{Product, Recipe, ResetRequest, Settings, keys, now_ms, truncate};
 use crate::strategy::{Catalogue, StockLayout};
+use crate::waves;
 
 /// Checks a reset request: its ranges, that the catalogue knows its
 /// strategy, and that the strategy takes its recipe.
@@ -200,6 +201,12 @@ pub async fn reset(
     let strategy = catalogue
         .get(&request.strategy)
         .ok_or_else(|| BackendError::Corrupt(format!("unknown strategy {}", request.strategy)))?;
+    let mut settings = request.settings;
+    if settings.waves > 1 && settings.opens_at_ms == 0 {
+        // Waves are counted from the opening: without one, from now.
+        settings.opens_at_ms = now_ms();
+    }
+    let first_wave = waves::through(request.stock, settings.waves, 1)[0][1];
     let mut tx = backends.pg.begin().await?;
     // The row as it was, locked until the reset commits: its footprint
     // (say, more segments than the new settings have) goes too.
@@ -208,23 +215,24 @@ pub async fn reset(
         .fetch_optional(&mut *tx)
         .await?;
     let epoch: i64 = sqlx::query_scalar(
-        "INSERT INTO products (id, strategy, settings, initial, stock, version, epoch, fence, reset_at) \
-         VALUES ($1, $2, $3, $4, $4, 0, 1, 0, now()) \
+        "INSERT INTO products (id, strategy, settings, initial, stock, version, epoch, fence, reset_at, waves_released) \
+         VALUES ($1, $2, $3, $4, $5, 0, 1, 0, now(), 1) \
          ON CONFLICT (id) DO UPDATE SET strategy = EXCLUDED.strategy, settings = EXCLUDED.settings, \
            initial = EXCLUDED.initial, stock = EXCLUDED.stock, version = 0, fence = 0, \
-           epoch = products.epoch + 1, reset_at = now() \
+           epoch = products.epoch + 1, reset_at = now(), waves_released = 1 \
          RETURNING epoch",
     )
     .bind(id)
     .bind(&request.strategy)
-    .bind(sqlx::types::Json(request.settings))
+    .bind(sqlx::types::Json(settings))
     .bind(request.stock)
+    .bind(first_wave)
     .fetch_one(&mut *tx)
     .await?;
     let product = Product {
         id,
         strategy: request.strategy.clone(),
-        settings: request.settings,
+        settings,
         initial: request.stock,
         epoch,
     };
@@ -257,12 +265,18 @@ pub async fn reset(
             .ignore();
     }
     if let StockLayout::Redis(cells) = strategy.layout(&product) {
-        for (cell, share) in cells.iter().zip(split(request.stock, cells.len())) {
-            pipe_of(&mut by_slot, cell.place.slot())
-                .set(&cell.key, share)
+        // Wave 1's share (the whole stock without waves), split over
+        // the counters; later waves are added when they come due.
+        let through = waves::through(request.stock, product.settings.waves, cells.len());
+        for (cell, through) in cells.iter().zip(through) {
+            let pipe = pipe_of(&mut by_slot, cell.place.slot());
+            pipe.set(&cell.key, through[1])
                 .ignore()
                 .set(cell.place.epoch(), epoch)
                 .ignore();
+            if product.settings.waves > 1 {
+                pipe.set(waves::waves_key(cell), 1).ignore();
+            }
         }
     }
     pipe_of(&mut by_slot, home)
@@ -290,20 +304,13 @@ fn footprint<'a>(catalogue: &Catalogue, versions: impl Iterator<Item = &'a Produ
         for strategy in catalogue.all() {
             all = all.and(strategy.footprint(product));
             if let StockLayout::Redis(cells) = strategy.layout(product) {
-                all = all.and(Footprint::redis(cells.into_iter().map(|c| c.key)));
+                let counters = cells.iter().map(|c| c.key.clone());
+                let markers = cells.iter().map(waves::waves_key);
+                all = all.and(Footprint::redis(counters.chain(markers)));
             }
         }
     }
     all
-}
-
-/// Splits `stock` over `parts` as evenly as possible, the remainder spread
-/// one unit each over the first parts.
-pub fn split(stock: i64, parts: usize) -> Vec<i64> {
-    let parts_i = parts.max(1) as i64;
-    (0..parts_i)
-        .map(|i| stock / parts_i + i64::from(i < stock % parts_i))
-        .collect()
 }
 
 fn to_json(product: &Product) -> String {
@@ -345,13 +352,5 @@ mod tests {
         cache.put(miss, product(2, 2));
         cache.forget_all();
         assert!(cache.get(2).is_err());
-    }
-
-    #[test]
-    fn stock_splits_evenly_with_the_remainder_spread() {
-        assert_eq!(split(10, 4), vec![3, 3, 2, 2]);
-        assert_eq!(split(100, 1), vec![100]);
-        assert_eq!(split(3, 8), vec![1, 1, 1, 0, 0, 0, 0, 0]);
-        assert_eq!(split(10, 4).iter().sum::<i64>(), 10);
     }
 }

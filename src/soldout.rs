@@ -14,6 +14,7 @@
 //! The same message makes every instance forget its copy of the product
 //! ([`ProductCache`]): an instance's [`Memory`] is forgotten as one.
 
+use crate::waves::Released;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -45,6 +46,8 @@ pub struct Memory {
     pub sold_out: SoldOutFlags,
     /// Copies of the products.
     pub products: ProductCache,
+    /// How many waves of each product this instance knows are on sale.
+    pub waves: Released,
 }
 
 impl Memory {
@@ -52,6 +55,7 @@ impl Memory {
     pub fn forget(&self, id: i64) {
         self.sold_out.clear(id);
         self.products.forget(id);
+        self.waves.forget(id);
     }
 
     /// Forgets every product (the subscription was lost: resets may have

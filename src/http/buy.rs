@@ -23,6 +23,7 @@ use crate::products;
 use crate::sale::BuyCtx;
 use crate::strategy::{Outcome, Sells};
 use crate::telemetry;
+use crate::waves;
 
 /// Longest buyer id accepted.
 const MAX_USER_LEN: usize = 64;
@@ -67,7 +68,7 @@ pub struct BuyQuery {
         )),
         (status = 404, description = "`unknown_product`", body = ErrorBody),
         (status = 410, description = "`ended`: the product's sale window has closed", body = ErrorBody),
-        (status = 409, description = "`sold_out`, or `limit_reached` (the buyer holds the product's per-user limit)", body = ErrorBody),
+        (status = 409, description = "`sold_out` (between waves: with `seconds_left`, `opens_at_ms` and `Retry-After` for the next one), or `limit_reached` (the buyer holds the product's per-user limit)", body = ErrorBody),
         (status = 429, description = "`rate_limited` by the service or the gateway (`X-Limited-By` says which)", body = ErrorBody, headers(
             ("Retry-After" = u64, description = "seconds"),
             ("X-Limited-By" = String, description = "`service` or `gateway`"),
@@ -130,6 +131,18 @@ pub async fn buy(
             ))
         })?
         .clone();
+    // A wave that came due goes on sale before the buy looks for stock.
+    let layout = strategy.layout(&product);
+    waves::catch_up(
+        app.backends(),
+        &mut redis,
+        &memory.waves,
+        layout,
+        &product,
+        now_ms(),
+    )
+    .await
+    .inspect_err(|error| app.backends().lane.retire(&lane, error))?;
     let order = Order {
         order_id: Uuid::now_v7(),
         product_id: id,
@@ -271,8 +284,20 @@ async fn sell(
             return Ok(sold);
         }
         Ok(Outcome::SoldOut) => {
-            app.inner.memory.sold_out.mark(product.id, product.epoch);
-            ApiError::SoldOut
+            let now = now_ms();
+            let settings = &product.settings;
+            let due = settings.waves_due(now);
+            if due < settings.waves {
+                // Sold out until the next wave: no flag, come back then.
+                let next_at_ms = settings.wave_opens_at(due + 1);
+                ApiError::SoldOutUntil {
+                    next_in: Duration::from_millis(next_at_ms.saturating_sub(now)),
+                    next_at_ms,
+                }
+            } else {
+                app.inner.memory.sold_out.mark(product.id, product.epoch);
+                ApiError::SoldOut
+            }
         }
         Ok(Outcome::LimitReached) => ApiError::LimitReached,
         Ok(Outcome::Busy {

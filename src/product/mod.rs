@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::Invalid;
-pub use settings::{Quorum, Recipe, Settings, StoreKind, Window, now_ms};
+pub use settings::{MAX_WAVES, Quorum, Recipe, Settings, StoreKind, Window, now_ms};
 
 /// Largest stock a reset accepts; far above any flash sale, far below
 /// anything that could overflow a counter.
@@ -183,6 +183,33 @@ mod tests {
             ..Settings::default()
         };
         assert!(backwards.validate().is_err());
+    }
+
+    #[test]
+    fn waves_come_due_one_interval_apart_from_the_opening() {
+        let waves = Settings {
+            opens_at_ms: 1_000,
+            waves: 3,
+            wave_every_ms: 500,
+            ..Settings::default()
+        };
+        let due: Vec<u32> = [0, 999, 1_000, 1_499, 1_500, 2_000, 9_999]
+            .into_iter()
+            .map(|t| waves.waves_due(t))
+            .collect();
+        assert_eq!(due, [0, 0, 1, 1, 2, 3, 3]);
+        assert_eq!(waves.wave_opens_at(1), 1_000);
+        assert_eq!(waves.wave_opens_at(3), 2_000);
+        assert_eq!(Settings::default().waves_due(5), 1);
+        let at_once = Settings {
+            waves: 4,
+            ..Settings::default()
+        };
+        assert_eq!(
+            at_once.waves_due(0),
+            4,
+            "no interval: every wave at the opening"
+        );
     }
 
     #[test]

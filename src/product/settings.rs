@@ -14,6 +14,10 @@ pub const MAX_RETRIES: u32 = 10_000;
 pub const MAX_SEGMENTS: u32 = 64;
 /// Upper bound of `per_user_limit`.
 pub const MAX_PER_USER: u32 = 1_000_000;
+/// Upper bound of `waves`.
+pub const MAX_WAVES: u32 = 100;
+/// Upper bound of `wave_every_ms`: a week.
+pub const MAX_WAVE_EVERY_MS: u64 = 604_800_000;
 /// Upper bound of `opens_at_ms` and `closes_at_ms`: the year 3000, in ms
 /// since the Unix epoch (a seconds value sent by mistake is far below).
 pub const MAX_TIME_MS: u64 = 32_503_680_000_000;
@@ -155,6 +159,17 @@ pub struct Settings {
     /// with `POST /stock/{id}/reserve`; from the opening only a buyer
     /// holding a reservation may buy (403 `not_reserved` otherwise).
     pub prebooking: bool,
+    /// Release in waves: the stock is put on sale in this many equal
+    /// shares (the remainder in the first ones), wave `w` (from 1) at
+    /// `opens_at_ms + (w - 1) × wave_every_ms`; 1 = all at once. A reset
+    /// without an opening opens at once.
+    #[schema(minimum = 1, maximum = 100)]
+    #[serde(deserialize_with = "super::whole_number")]
+    pub waves: u32,
+    /// Time between two waves, in ms.
+    #[schema(minimum = 0, maximum = 604_800_000_u64)]
+    #[serde(deserialize_with = "super::whole_number")]
+    pub wave_every_ms: u64,
 }
 
 /// Now, in ms since the Unix epoch: the clock the sale window is read on
@@ -193,6 +208,8 @@ impl Default for Settings {
             opens_at_ms: 0,
             closes_at_ms: 0,
             prebooking: false,
+            waves: 1,
+            wave_every_ms: 0,
         }
     }
 }
@@ -229,6 +246,8 @@ impl Settings {
         )?;
         check("opens_at_ms", self.opens_at_ms, 0, MAX_TIME_MS)?;
         check("closes_at_ms", self.closes_at_ms, 0, MAX_TIME_MS)?;
+        check("waves", self.waves.into(), 1, MAX_WAVES.into())?;
+        check("wave_every_ms", self.wave_every_ms, 0, MAX_WAVE_EVERY_MS)?;
         if self.closes_at_ms != 0 && self.closes_at_ms <= self.opens_at_ms {
             return Err(Invalid(format!(
                 "closes_at_ms ({}) must come after opens_at_ms ({})",
@@ -241,6 +260,26 @@ impl Settings {
             ));
         }
         Ok(())
+    }
+
+    /// How many waves are on sale at `now_ms`: 0 before the opening, then
+    /// one more every `wave_every_ms`, up to `waves`.
+    pub fn waves_due(&self, now_ms: u64) -> u32 {
+        if now_ms < self.opens_at_ms {
+            return 0;
+        }
+        let waves = self.waves.max(1);
+        match self.wave_every_ms {
+            0 => waves,
+            every => ((now_ms - self.opens_at_ms) / every)
+                .saturating_add(1)
+                .min(u64::from(waves)) as u32,
+        }
+    }
+
+    /// When wave `w` (from 1) goes on sale.
+    pub fn wave_opens_at(&self, w: u32) -> u64 {
+        self.opens_at_ms + u64::from(w.saturating_sub(1)) * self.wave_every_ms
     }
 
     /// Where `now_ms` (ms since the Unix epoch) falls in the sale window.

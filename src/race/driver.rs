@@ -14,7 +14,7 @@ use super::client::{Answer, BuyResult, Target};
 use crate::check::history::{self, Completion, Event, RaceHistory};
 use crate::check::{self, Verdict};
 use crate::ledger::Ledger;
-use crate::product::{ResetRequest, Settings, now_ms};
+use crate::product::{MAX_WAVES, ResetRequest, Settings, now_ms};
 
 /// One race's settings.
 #[derive(Debug, Clone)]
@@ -294,20 +294,23 @@ pub async fn fire(
 const OPENING_TRIES: usize = 3;
 
 /// One buyer's buy, as a person at a flash sale makes it: told
-/// `not_started`, the buyer waits for the moment the answer names and
-/// asks again (at most [`OPENING_TRIES`] times). Every request is an
-/// attempt of the race's history.
+/// `not_started`, or `sold_out` until the next wave, the buyer waits for
+/// the moment the answer names and asks again (at most [`OPENING_TRIES`]
+/// times, and once per wave). Every request is an attempt of the race's
+/// history.
 async fn buy_when_open(target: &Target, product: i64, user: &str) -> Vec<Attempt> {
+    let most = OPENING_TRIES + MAX_WAVES as usize;
     let mut attempts = Vec::new();
     loop {
         let attempt = Attempt::make(target, product, user).await;
+        let code = attempt.answer.code.as_deref();
         let opens_at = attempt
             .answer
             .opens_at_ms
-            .filter(|_| attempt.answer.code.as_deref() == Some("not_started"));
+            .filter(|_| matches!(code, Some("not_started" | "sold_out")));
         attempts.push(attempt);
         match opens_at {
-            Some(at) if attempts.len() < OPENING_TRIES => {
+            Some(at) if attempts.len() < most => {
                 tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
             }
             _ => return attempts,

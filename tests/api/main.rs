@@ -17,5 +17,6 @@ mod prebooking;
 mod races;
 mod shutdown;
 mod soldout;
+mod waves;
 mod window;
 mod writer;
