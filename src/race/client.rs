@@ -134,12 +134,19 @@ impl Target {
     /// One buy as `user`, with everything the answer said: what a
     /// history records.
     pub async fn answer(&self, id: i64, user: &str) -> Answer {
-        let sent = self
+        self.answer_with(id, user, None).await
+    }
+
+    /// [`Target::answer`] carrying `reservation` as `X-Reservation`.
+    pub async fn answer_with(&self, id: i64, user: &str, reservation: Option<&str>) -> Answer {
+        let mut request = self
             .http
             .post(format!("{}/stock/{id}/buy", self.base))
-            .header("X-User-Id", user)
-            .send()
-            .await;
+            .header("X-User-Id", user);
+        if let Some(token) = reservation {
+            request = request.header("X-Reservation", token);
+        }
+        let sent = request.send().await;
         let response = match sent {
             Ok(response) => response,
             Err(_) => return Answer::failed(0, "transport"),
@@ -186,6 +193,28 @@ impl Target {
     /// persistence.
     pub async fn config(&self) -> anyhow::Result<Value> {
         self.get("/config").await
+    }
+
+    /// Reserves product `id` for `user` (pre-booking): the token.
+    pub async fn reserve(&self, id: i64, user: &str) -> anyhow::Result<String> {
+        let response = self
+            .http
+            .post(format!("{}/stock/{id}/reserve", self.base))
+            .header("X-User-Id", user)
+            .send()
+            .await
+            .context("reserving")?;
+        let status = response.status();
+        let text = response.text().await?;
+        anyhow::ensure!(
+            status.is_success(),
+            "reserving {id} for {user}: {status} {text}"
+        );
+        let body: Value = serde_json::from_str(&text)?;
+        body["token"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("a reservation without a token: {text}"))
     }
 
     /// The strategy catalogue.

@@ -1,7 +1,7 @@
 //! One race: reset a product, fire the buyers, wait for the order writer,
 //! read the ledger, and turn it all into a [`Row`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,6 +35,9 @@ pub struct RaceSpec {
     pub pace: Option<Duration>,
     /// Strategy settings sent with the reset (`work_ms`, `lease_ms`, …).
     pub settings: Settings,
+    /// With `prebooking`: how many of the buyers (the first ones) reserve
+    /// before the opening; the others come without a reservation.
+    pub reserving: usize,
 }
 
 /// One line of the comparison, as `seckill race --json` writes it.
@@ -154,17 +157,45 @@ pub async fn race(target: &Target, spec: &RaceSpec, audit: &Audit) -> anyhow::Re
     )
     .await?;
     let prefix = format!("race-{:08x}", rand::random::<u32>());
+    let tokens = match spec.settings.prebooking {
+        true => reserve_all(target, spec, &prefix).await?,
+        false => HashMap::new(),
+    };
     let started = Instant::now();
-    let outcomes = fire(
+    let outcomes = fire_with(
         target,
         spec.product_id,
         &prefix,
-        spec.buyers,
-        spec.concurrency,
+        (spec.buyers, spec.concurrency),
         spec.pace,
+        &tokens,
     )
     .await;
-    settled_row(target, audit, spec.product_id, &outcomes, started).await
+    let mut row = settled_row(target, audit, spec.product_id, &outcomes, started).await?;
+    if let Some(opening) = &mut row.opening {
+        opening.reserved = tokens.len() as u64;
+    }
+    Ok(row)
+}
+
+/// The reservations of the first `spec.reserving` buyers, made before the
+/// opening, `spec.concurrency` at once: buyer to token.
+async fn reserve_all(
+    target: &Target,
+    spec: &RaceSpec,
+    prefix: &str,
+) -> anyhow::Result<HashMap<String, String>> {
+    futures::stream::iter(0..spec.reserving.min(spec.buyers))
+        .map(|i| async move {
+            let user = format!("{prefix}-{i}");
+            let token = target.reserve(spec.product_id, &user).await?;
+            Ok::<_, anyhow::Error>((user, token))
+        })
+        .buffer_unordered(spec.concurrency.max(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
 }
 
 /// The row of a race whose buys are over: waits for the order writer,
@@ -220,8 +251,18 @@ pub struct Attempt {
 impl Attempt {
     /// Sends one buy as `buyer` and times it.
     pub async fn make(target: &Target, product: i64, buyer: &str) -> Self {
+        Self::make_with(target, product, buyer, None).await
+    }
+
+    /// [`Attempt::make`] with the buyer's reservation, if any.
+    async fn make_with(
+        target: &Target,
+        product: i64,
+        buyer: &str,
+        reservation: Option<&str>,
+    ) -> Self {
         let sent = Instant::now();
-        let answer = target.answer(product, buyer).await;
+        let answer = target.answer_with(product, buyer, reservation).await;
         Self {
             buyer: buyer.to_owned(),
             sent,
@@ -260,6 +301,20 @@ pub async fn fire(
     concurrency: usize,
     pace: Option<Duration>,
 ) -> Vec<Attempt> {
+    let none = HashMap::new();
+    fire_with(target, product, prefix, (buyers, concurrency), pace, &none).await
+}
+
+/// [`fire`], each buyer carrying its reservation from `tokens` if it has
+/// one.
+async fn fire_with(
+    target: &Target,
+    product: i64,
+    prefix: &str,
+    (buyers, concurrency): (usize, usize),
+    pace: Option<Duration>,
+    tokens: &HashMap<String, String>,
+) -> Vec<Attempt> {
     let done = Arc::new(AtomicUsize::new(0));
     let progress = show_progress(prefix, buyers, done.clone());
     let started = Instant::now();
@@ -272,7 +327,8 @@ pub async fn fire(
                 if let Some(at) = start_at {
                     tokio::time::sleep_until(at.into()).await;
                 }
-                let attempts = buy_when_open(target, product, &user).await;
+                let token = tokens.get(&user).map(String::as_str);
+                let attempts = buy_when_open(target, product, &user, token).await;
                 done.fetch_add(1, Ordering::Relaxed);
                 attempts
             }
@@ -298,11 +354,16 @@ const OPENING_TRIES: usize = 3;
 /// the moment the answer names and asks again (at most [`OPENING_TRIES`]
 /// times, and once per wave). Every request is an attempt of the race's
 /// history.
-async fn buy_when_open(target: &Target, product: i64, user: &str) -> Vec<Attempt> {
+async fn buy_when_open(
+    target: &Target,
+    product: i64,
+    user: &str,
+    reservation: Option<&str>,
+) -> Vec<Attempt> {
     let most = OPENING_TRIES + MAX_WAVES as usize;
     let mut attempts = Vec::new();
     loop {
-        let attempt = Attempt::make(target, product, user).await;
+        let attempt = Attempt::make_with(target, product, user, reservation).await;
         let code = attempt.answer.code.as_deref();
         let opens_at = attempt
             .answer
@@ -382,6 +443,9 @@ fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
 pub struct Opening {
     /// Requests answered `not_started`.
     pub early: u64,
+    /// Buyers who reserved before the opening (pre-booking).
+    #[serde(default)]
+    pub reserved: u64,
     /// From the opening to the answer of the last sale, in ms (none when
     /// nothing sold).
     pub last_sale_ms: Option<f64>,
@@ -404,6 +468,7 @@ impl Opening {
             .map(|d| round2(d.as_secs_f64() * 1000.0));
         Self {
             early,
+            reserved: 0,
             last_sale_ms,
         }
     }

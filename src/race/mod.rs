@@ -89,6 +89,19 @@ pub struct RaceArgs {
     /// that came early, when the last unit went).
     #[arg(long, env = "SECKILL_RACE_OPENS_IN_MS")]
     pub opens_in_ms: Option<u64>,
+    /// Pre-booking: this many buyers (the first ones) reserve before the
+    /// opening, and only they may buy (`prebooking`; needs
+    /// --opens-in-ms); the others are told `not_reserved`.
+    #[arg(long, env = "SECKILL_RACE_RESERVING", requires = "opens_in_ms")]
+    pub reserving: Option<usize>,
+    /// Release each product's stock in this many waves (`waves`), from
+    /// the opening: buyers told `sold_out` until the next wave come back
+    /// for it.
+    #[arg(long, env = "SECKILL_RACE_WAVES", default_value_t = 1)]
+    pub waves: u32,
+    /// Time between two waves, in ms (`wave_every_ms`).
+    #[arg(long, env = "SECKILL_RACE_WAVE_EVERY_MS", default_value_t = 0)]
+    pub wave_every_ms: u64,
     /// First product id used; strategy i races on product first + i.
     #[arg(long, env = "SECKILL_RACE_PRODUCT", default_value_t = 9001)]
     pub first_product: i64,
@@ -189,6 +202,8 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             .acquire_timeout_ms
             .unwrap_or(defaults.acquire_timeout_ms),
         max_retries: args.max_retries.unwrap_or(defaults.max_retries),
+        waves: args.waves,
+        wave_every_ms: args.wave_every_ms,
         ..defaults
     };
     let mut rows = Vec::new();
@@ -205,8 +220,10 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             settings: Settings {
                 opens_at_ms: args.opens_in_ms.map_or(0, |ms| now_ms() + ms),
                 recipe,
+                prebooking: args.reserving.is_some(),
                 ..settings
             },
+            reserving: args.reserving.unwrap_or(0),
         };
         let mut row = race(&target, &spec, &audit).await?;
         row.strategy.clone_from(label);

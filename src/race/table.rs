@@ -56,6 +56,9 @@ fn errors(row: &Row) -> String {
     }
     if let Some(opening) = &row.opening {
         parts.push(format!("opening: {} early", opening.early));
+        if opening.reserved > 0 {
+            parts.push(format!("{} reserved", opening.reserved));
+        }
         if let Some(ms) = opening.last_sale_ms {
             parts.push(format!("last sale {ms} ms after it"));
         }
@@ -84,9 +87,19 @@ fn layout(columns: &[Column], tail: &str, lines: &[(Vec<String>, String)]) -> St
     out
 }
 
+/// The strategy column's width: 16, or the longest label (a recipe's,
+/// `zookeeper:semaphore-mutex`) and its `*`.
+fn label_width<'a>(labels: impl Iterator<Item = &'a String>) -> usize {
+    labels.map(|l| l.len() + 1).max().unwrap_or(0).max(16)
+}
+
 /// A plain race's rows; safe strategies are marked `*`.
 pub fn render(rows: &[Row], safe: &[String]) -> String {
-    let mut columns = vec![("strategy", 16, true)];
+    let mut columns = vec![(
+        "strategy",
+        label_width(rows.iter().map(|r| &r.strategy)),
+        true,
+    )];
     columns.extend(RACE);
     let lines: Vec<(Vec<String>, String)> = rows
         .iter()
@@ -111,7 +124,11 @@ pub fn render(rows: &[Row], safe: &[String]) -> String {
 /// oversell, the unknown outcomes, and the spread of throughput.
 pub fn render_repeats(rows: &[Row], safe: &[String]) -> String {
     let columns = [
-        ("strategy", 16, true),
+        (
+            "strategy",
+            label_width(rows.iter().map(|r| &r.strategy)),
+            true,
+        ),
         ("races", 5, false),
         ("held", 5, false),
         ("max_oversold", 12, false),

@@ -146,6 +146,7 @@ pub async fn race_paced(
         concurrency,
         pace,
         settings,
+        reserving: 0,
     };
     let row = race(target, &spec, audit).await.expect("race");
     eprintln!("{product_id} {strategy}: {row:?}");

@@ -139,3 +139,40 @@ async fn a_product_without_prebooking_takes_no_reservations() {
     assert_eq!(status, 409, "{answer}");
     assert_eq!(answer["error"]["code"], "not_reservable");
 }
+
+/// The race driver with pre-booking: 10 of 30 buyers reserve before the
+/// opening; the 20 without a reservation are all turned away, and the
+/// stock goes to holders only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_holders_buy_in_a_prebooked_race() {
+    use seckill::race::driver::{RaceSpec, race};
+
+    let lab = shared();
+    let settings = seckill::product::Settings {
+        opens_at_ms: now_ms() + 1_000,
+        prebooking: true,
+        ..Default::default()
+    };
+    let spec = RaceSpec {
+        product_id: 1911,
+        strategy: "redis-lua".into(),
+        stock: 5,
+        buyers: 30,
+        concurrency: 30,
+        pace: None,
+        settings,
+        reserving: 10,
+    };
+    let row = race(&lab.gateway(), &spec, &lab.audit())
+        .await
+        .expect("race");
+    assert_eq!((row.sold, row.oversold), (5, 0), "{row:?}");
+    assert_eq!(row.history_ok, Some(true), "{row:?}");
+    assert_eq!(row.errors.get("not_reserved"), Some(&20), "{row:?}");
+    assert_eq!(row.errors.get("sold_out"), Some(&5), "{row:?}");
+    assert_eq!(
+        row.opening.as_ref().map(|o| o.reserved),
+        Some(10),
+        "{row:?}"
+    );
+}

@@ -199,6 +199,7 @@ impl Ctx {
             concurrency: self.knobs.concurrency.min(case.buyers.max(1)),
             pace: case.pace_ms.map(Duration::from_millis),
             settings: case.settings,
+            reserving: 0,
         };
         let row = race(target, &spec, &self.audit).await?;
         Ok(judge(row, case.scenario, case.variant, case.expect))
