@@ -91,7 +91,8 @@ pub struct Sold {
     /// The instance that sold it.
     pub served_by: String,
     /// The stock right after this sale, where the strategy knows it: the
-    /// buyer's unit number, in effect (no two sales may share one).
+    /// buyer's unit number, in effect (no two sales may share one). None
+    /// with waves: the counter holds only the waves released so far.
     pub stock_left: Option<i64>,
 }
 

@@ -272,7 +272,9 @@ async fn sell(
                 product_id: product.id,
                 strategy: order.strategy,
                 served_by: order.served_by,
-                stock_left: left,
+                // With waves the counter holds only what is on sale so
+                // far: its count is not the buyer's unit of the stock.
+                stock_left: left.filter(|_| product.settings.waves <= 1),
             };
             if let Some(claim) = &claim {
                 // The order stands either way; without the answer the key

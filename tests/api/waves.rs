@@ -67,6 +67,8 @@ async fn each_wave_sells_its_share_and_no_more() {
             for n in 0..share {
                 let (status, _, answer) = buy(base, *id, &format!("w{wave}-{n}")).await;
                 assert_eq!(status, 200, "{strategy} wave {wave}: {answer}");
+                // The counter holds only this wave: no unit number to tell.
+                assert!(answer["stock_left"].is_null(), "{strategy}: {answer}");
             }
             let (status, retry_after, answer) = buy(base, *id, &format!("w{wave}-late")).await;
             assert_eq!(status, 409, "{strategy} wave {wave}: {answer}");
@@ -118,6 +120,8 @@ async fn buyers_come_back_for_each_wave() {
         (6, 0, 0),
         "{row:?}"
     );
+    // Every rule of a safe strategy, the unit each buyer was told too.
+    assert_eq!(row.history_ok, Some(true), "{row:?}");
     assert!(
         row.errors.get("sold_out").copied().unwrap_or(0) >= 28 + 26,
         "every buyer turned away between waves came back: {row:?}"
