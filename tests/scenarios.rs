@@ -323,12 +323,20 @@ fn every_safe_strategy_holds_in_every_repeated_race() {
     assert!(status.success(), "seckill race --repeat exited {status}");
     let rows: Vec<seckill::race::driver::Row> =
         serde_json::from_str(&std::fs::read_to_string(out.path()).expect("json")).expect("rows");
-    let safe: Vec<&str> = Catalogue::new()
+    // Every safe strategy, and each of its recipes as `id:recipe`.
+    let safe: Vec<String> = Catalogue::new()
         .infos()
         .into_iter()
         .filter(|i| i.safe)
-        .map(|i| i.id)
+        .flat_map(|i| {
+            let recipes = i
+                .recipes
+                .iter()
+                .map(move |r| format!("{}:{}", i.id, r.as_str()));
+            std::iter::once(i.id.to_owned()).chain(recipes)
+        })
         .collect();
+    assert!(safe.iter().any(|l| l == "zookeeper:read-write"), "{safe:?}");
     assert_eq!(rows.len(), repeat * safe.len(), "{rows:?}");
     for id in safe {
         let races: Vec<_> = rows.iter().filter(|r| r.strategy == id).collect();
