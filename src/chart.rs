@@ -77,6 +77,11 @@ pub const OVERSOLD: &str = "#dc2626";
 const WIDTH: f64 = 980.0;
 const LABEL_W: f64 = 230.0;
 const BARS_W: f64 = 420.0;
+/// At least the width of one character of the chart's 13 px sans-serif
+/// (digits and most letters are narrower): the label column and the
+/// chart are sized with it, so no text runs into the bars or past the
+/// edge.
+const CHAR_W: f64 = 8.0;
 const ROW_H: f64 = 30.0;
 const TOP: f64 = 44.0;
 
@@ -90,10 +95,23 @@ pub fn svg(title: &str, bars: &[Bar]) -> String {
         .max(1) as f64;
     let unit = BARS_W / scale_max;
     let height = TOP + ROW_H * bars.len().max(1) as f64 + 16.0;
+    let widest = |text: &dyn Fn(&Bar) -> String| {
+        bars.iter()
+            .map(|b| text(b).chars().count())
+            .max()
+            .unwrap_or(0) as f64
+            * CHAR_W
+    };
+    // The labels' column fits the longest label; the chart, the longest
+    // numbers beside a bar.
+    let label_w = LABEL_W.max(8.0 + widest(&|b| b.label.clone()) + 12.0);
+    let width = WIDTH
+        .max(label_w + BARS_W + 12.0 + widest(&describe) + 8.0)
+        .ceil();
     let mut out = String::new();
     let _ = write!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="13" role="img" aria-label="{title}">"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13" role="img" aria-label="{title}">"#,
         title = escape(title)
     );
     let _ = write!(
@@ -101,7 +119,7 @@ pub fn svg(title: &str, bars: &[Bar]) -> String {
         r##"<rect width="100%" height="100%" fill="#ffffff"/><text x="8" y="20" font-size="15" font-weight="bold">{title}</text>"##,
         title = escape(title)
     );
-    legend(&mut out);
+    legend(&mut out, label_w);
     if bars.is_empty() {
         let _ = write!(
             out,
@@ -110,19 +128,19 @@ pub fn svg(title: &str, bars: &[Bar]) -> String {
         );
     }
     for (i, bar) in bars.iter().enumerate() {
-        row(&mut out, bar, TOP + ROW_H * i as f64, unit);
+        row(&mut out, bar, TOP + ROW_H * i as f64, unit, label_w);
     }
     out.push_str("</svg>");
     out
 }
 
-fn legend(out: &mut String) {
+fn legend(out: &mut String, label_w: f64) {
     let items = [
         (TRACK, "stock"),
         (SOLD, "sold within stock"),
         (OVERSOLD, "oversold"),
     ];
-    let mut x = LABEL_W;
+    let mut x = label_w;
     for (colour, text) in items {
         let _ = write!(
             out,
@@ -133,7 +151,7 @@ fn legend(out: &mut String) {
     }
 }
 
-fn row(out: &mut String, bar: &Bar, y: f64, unit: f64) {
+fn row(out: &mut String, bar: &Bar, y: f64, unit: f64, label_w: f64) {
     let within = bar.sold.min(bar.initial).max(0) as f64;
     let beyond = (bar.sold - bar.initial).max(0) as f64;
     let _ = write!(
@@ -147,7 +165,7 @@ fn row(out: &mut String, bar: &Bar, y: f64, unit: f64) {
     );
     let _ = write!(
         out,
-        r#"<text x="8" y="{ty}">{label}</text><rect x="{LABEL_W}" y="{by}" width="{tw:.1}" height="18" fill="{TRACK}"/><rect x="{LABEL_W}" y="{by}" width="{sw:.1}" height="18" fill="{SOLD}"/>"#,
+        r#"<text x="8" y="{ty}">{label}</text><rect x="{label_w}" y="{by}" width="{tw:.1}" height="18" fill="{TRACK}"/><rect x="{label_w}" y="{by}" width="{sw:.1}" height="18" fill="{SOLD}"/>"#,
         ty = y + 14.0,
         by = y + 1.0,
         label = escape(&bar.label),
@@ -158,7 +176,7 @@ fn row(out: &mut String, bar: &Bar, y: f64, unit: f64) {
         let _ = write!(
             out,
             r#"<rect x="{ox:.1}" y="{by}" width="{ow:.1}" height="18" fill="{OVERSOLD}"/>"#,
-            ox = LABEL_W + bar.initial.max(0) as f64 * unit,
+            ox = label_w + bar.initial.max(0) as f64 * unit,
             by = y + 1.0,
             ow = beyond * unit,
         );
@@ -166,7 +184,7 @@ fn row(out: &mut String, bar: &Bar, y: f64, unit: f64) {
     let _ = write!(
         out,
         r#"<text x="{x}" y="{ty}">{text}</text></g>"#,
-        x = LABEL_W + BARS_W + 12.0,
+        x = label_w + BARS_W + 12.0,
         ty = y + 14.0,
         text = escape(&describe(bar)),
     );
@@ -224,6 +242,29 @@ mod tests {
             r#"data-strategy="naive" data-initial="100" data-sold="250" data-oversold="150""#
         ));
         assert!(chart.contains("+150 oversold"));
+    }
+
+    /// The numbers of an oversold bar ran past the right edge (`… · p99
+    /// 1`), and a long label would run into the bars: both are measured,
+    /// at a character width no glyph of the font exceeds.
+    #[test]
+    fn the_chart_is_as_wide_as_its_longest_texts() {
+        let attr = |svg: &str, name: &str| -> f64 {
+            let at = svg.find(&format!(" {name}=\"")).expect(name) + name.len() + 3;
+            svg[at..at + svg[at..].find('"').unwrap()].parse().unwrap()
+        };
+        let long = "zookeeper:semaphore-mutex (a label of forty chars)";
+        let mut wide = bar(long, 100, 100_000);
+        wide.rps = Some(123_456.0);
+        wide.p99_ms = Some(123_456.0);
+        let chart = svg("t", &[wide.clone(), bar("naive", 100, 250)]);
+        let row = &chart[chart.find("<g class").unwrap()..];
+        let bars_at = attr(&row[row.find("<rect").unwrap()..], "x");
+        assert!(bars_at >= 8.0 + CHAR_W * long.len() as f64, "{bars_at}");
+        let numbers = describe(&wide).chars().count() as f64;
+        assert!(attr(&chart, "width") >= bars_at + BARS_W + 12.0 + CHAR_W * numbers);
+        // Short texts keep the usual size.
+        assert_eq!(attr(&svg("t", &[bar("naive", 1, 1)]), "width"), WIDTH);
     }
 
     #[test]
