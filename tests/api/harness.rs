@@ -95,6 +95,29 @@ pub fn http() -> reqwest::Client {
         .expect("client")
 }
 
+/// One raw buy at `base` as `user`, carrying `reservation` as
+/// `X-Reservation` when given: status, `Retry-After` and the JSON body.
+pub async fn raw_buy(
+    base: &str,
+    id: i64,
+    user: &str,
+    reservation: Option<&str>,
+) -> (u16, Option<u64>, Value) {
+    let mut request = http()
+        .post(format!("{base}/stock/{id}/buy"))
+        .header("X-User-Id", user);
+    if let Some(token) = reservation {
+        request = request.header("X-Reservation", token);
+    }
+    let response = request.send().await.expect("an answer");
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    (status, retry_after, response.json().await.expect("JSON"))
+}
+
 /// Races `strategy` on `product_id` with the given settings object; the
 /// race's history is checked by `audit`.
 #[allow(clippy::too_many_arguments)]

@@ -2,18 +2,13 @@
 //! a reservation's own buyer can buy with it, on the reset it was made
 //! for. A forged, lent or stale token is 403 `not_reserved`, nothing sold.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use seckill::product::now_ms;
 
 use serde_json::{Value, json};
 
-use crate::harness::{http, shared};
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("a clock after 1970")
-        .as_millis() as u64
-}
+use crate::harness::{http, raw_buy, shared};
 
 /// `POST /stock/{id}/reserve` as `user`: status and body.
 async fn reserve(base: &str, id: i64, user: &str) -> (u16, Value) {
@@ -30,15 +25,7 @@ async fn reserve(base: &str, id: i64, user: &str) -> (u16, Value) {
 /// A buy as `user`, with `token` as its reservation when given: status
 /// and the error code (none for a 200).
 async fn buy(base: &str, id: i64, user: &str, token: Option<&str>) -> (u16, Option<String>) {
-    let mut request = http()
-        .post(format!("{base}/stock/{id}/buy"))
-        .header("X-User-Id", user);
-    if let Some(token) = token {
-        request = request.header("X-Reservation", token);
-    }
-    let response = request.send().await.expect("an answer");
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.expect("JSON");
+    let (status, _, body) = raw_buy(base, id, user, token).await;
     (status, body["error"]["code"].as_str().map(str::to_owned))
 }
 

@@ -3,34 +3,13 @@
 //! `sold_out` with when the next one opens; no strategy can sell what is
 //! not on sale yet, and the last wave's sell-out is final.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use serde_json::{Value, json};
+use seckill::product::now_ms;
 
-use crate::harness::{http, race_on, shared};
+use serde_json::json;
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("a clock after 1970")
-        .as_millis() as u64
-}
-
-/// One buy: status, `Retry-After` and the body.
-async fn buy(base: &str, id: i64, user: &str) -> (u16, Option<u64>, Value) {
-    let response = http()
-        .post(format!("{base}/stock/{id}/buy"))
-        .header("X-User-Id", user)
-        .send()
-        .await
-        .expect("an answer");
-    let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok()?.parse().ok());
-    (status, retry_after, response.json().await.expect("JSON"))
-}
+use crate::harness::{race_on, raw_buy, shared};
 
 async fn sleep_until(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms.saturating_sub(now_ms()) + 50)).await;
@@ -65,12 +44,13 @@ async fn each_wave_sells_its_share_and_no_more() {
         for (id, body) in &cases {
             let strategy = &body["strategy"];
             for n in 0..share {
-                let (status, _, answer) = buy(base, *id, &format!("w{wave}-{n}")).await;
+                let (status, _, answer) = raw_buy(base, *id, &format!("w{wave}-{n}"), None).await;
                 assert_eq!(status, 200, "{strategy} wave {wave}: {answer}");
                 // The counter holds only this wave: no unit number to tell.
                 assert!(answer["stock_left"].is_null(), "{strategy}: {answer}");
             }
-            let (status, retry_after, answer) = buy(base, *id, &format!("w{wave}-late")).await;
+            let (status, retry_after, answer) =
+                raw_buy(base, *id, &format!("w{wave}-late"), None).await;
             assert_eq!(status, 409, "{strategy} wave {wave}: {answer}");
             assert_eq!(answer["error"]["code"], "sold_out");
             if wave < 3 {

@@ -3,34 +3,13 @@
 //! 410 `ended`; neither sells nor touches the stock, and in between the
 //! product sells as usual.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use serde_json::{Value, json};
+use seckill::product::now_ms;
 
-use crate::harness::{http, shared};
+use serde_json::json;
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("a clock after 1970")
-        .as_millis() as u64
-}
-
-/// One raw buy: status, `Retry-After` and the JSON body.
-async fn buy(base: &str, id: i64, user: &str) -> (u16, Option<u64>, Value) {
-    let response = http()
-        .post(format!("{base}/stock/{id}/buy"))
-        .header("X-User-Id", user)
-        .send()
-        .await
-        .expect("an answer");
-    let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok()?.parse().ok());
-    (status, retry_after, response.json().await.expect("JSON"))
-}
+use crate::harness::{http, raw_buy, shared};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sale_sells_only_inside_its_window() {
@@ -47,7 +26,7 @@ async fn a_sale_sells_only_inside_its_window() {
         )
         .await
         .expect("reset");
-    let (status, retry_after, body) = buy(base, 1901, "early").await;
+    let (status, retry_after, body) = raw_buy(base, 1901, "early", None).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "not_started", "{body}");
     let left = body["error"]["seconds_left"]
@@ -61,7 +40,7 @@ async fn a_sale_sells_only_inside_its_window() {
     // Once open, it sells.
     let wait = opens.saturating_sub(now_ms()) + 50;
     tokio::time::sleep(Duration::from_millis(wait)).await;
-    let (status, _, body) = buy(base, 1901, "on-time").await;
+    let (status, _, body) = raw_buy(base, 1901, "on-time", None).await;
     assert_eq!(status, 200, "{body}");
 
     // Closed: 410, nothing sold, under a strategy that sells in PostgreSQL
@@ -75,7 +54,7 @@ async fn a_sale_sells_only_inside_its_window() {
         )
         .await
         .expect("reset");
-    let (status, retry_after, body) = buy(base, 1902, "late").await;
+    let (status, retry_after, body) = raw_buy(base, 1902, "late", None).await;
     assert_eq!(status, 410, "{body}");
     assert_eq!(body["error"]["code"], "ended", "{body}");
     assert_eq!(retry_after, None);
