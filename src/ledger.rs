@@ -93,7 +93,7 @@ pub async fn compute(
         .fetch_one(&backends.pg)
         .await?;
         let layout = layout(catalogue, product);
-        let on_sale = waves::on_sale(backends, layout.clone(), product).await?;
+        let on_sale = waves::on_sale(backends, &layout, product).await?;
         let remaining = remaining(backends, product.id, layout).await?;
         let sold = in_table + pending;
         let taken = on_sale - remaining;

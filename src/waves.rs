@@ -21,7 +21,7 @@ use crate::backends::conn::RedisConn;
 use crate::error::BackendError;
 use crate::product::Product;
 use crate::store::RedisCell;
-use crate::strategy::StockLayout;
+use crate::strategy::{Sells, StockLayout};
 
 /// How many waves each product's counters hold, as this instance last
 /// made or saw them: (epoch, waves).
@@ -98,12 +98,13 @@ static RELEASE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
 });
 
 /// Puts every wave due at `now_ms` on sale, unless this instance knows it
-/// is there already.
+/// is there already. On the buy path: without waves, or with the due ones
+/// known to be out, it costs a comparison and nothing else.
 pub async fn catch_up(
     backends: &Backends,
     redis: &mut RedisConn,
     released: &Released,
-    layout: StockLayout,
+    strategy: &dyn Sells,
     product: &Product,
     now_ms: u64,
 ) -> Result<(), BackendError> {
@@ -111,7 +112,7 @@ pub async fn catch_up(
     if product.settings.waves <= 1 || due <= 1 || released.knows(product, due) {
         return Ok(());
     }
-    match layout {
+    match strategy.layout(product) {
         StockLayout::Redis(cells) => {
             let through = through(product.initial, product.settings.waves, cells.len());
             for (cell, through) in cells.iter().zip(through) {
@@ -148,13 +149,13 @@ pub async fn catch_up(
 /// compares the sales and the counters with.
 pub async fn on_sale(
     backends: &Backends,
-    layout: StockLayout,
+    layout: &StockLayout,
     product: &Product,
 ) -> Result<i64, BackendError> {
     if product.settings.waves <= 1 {
         return Ok(product.initial);
     }
-    let held: Vec<u32> = match &layout {
+    let held: Vec<u32> = match layout {
         StockLayout::Redis(cells) => {
             let keys: Vec<String> = cells.iter().map(waves_key).collect();
             let values = backends.redis.get().await?.get_each(&keys).await?;

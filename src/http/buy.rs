@@ -132,12 +132,11 @@ pub async fn buy(
         })?
         .clone();
     // A wave that came due goes on sale before the buy looks for stock.
-    let layout = strategy.layout(&product);
     waves::catch_up(
         app.backends(),
         &mut redis,
         &memory.waves,
-        layout,
+        strategy.as_ref(),
         &product,
         now_ms(),
     )

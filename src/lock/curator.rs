@@ -42,7 +42,7 @@ impl Drop for OwnedNode {
 }
 
 /// The ACLs and ancestors every lock node gets.
-pub fn lock_options() -> Result<zk::LockOptions<'static>, BackendError> {
+fn lock_options() -> Result<zk::LockOptions<'static>, BackendError> {
     zk::LockOptions::new(zk::Acls::anyone_all())
         .with_ancestor_options(zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
         .map_err(zk_error)
@@ -71,6 +71,39 @@ async fn create_node(client: &zk::Client, prefix: &str) -> Result<OwnedNode, Bac
     Err(BackendError::ZooKeeper(format!("{parent} vanished twice")))
 }
 
+/// Waits in the queue `prefix` names until our node is first (the lock is
+/// ours) or `deadline` passes (`None`; dropping the wait deletes our node,
+/// so we leave the queue).
+async fn queue(
+    client: &zk::Client,
+    prefix: zk::LockPrefix<'_>,
+    deadline: Instant,
+) -> Result<Option<zk::OwnedLockClient>, BackendError> {
+    match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", lock_options()?)).await
+    {
+        Ok(locked) => Ok(Some(locked.map_err(zk_error)?.into_owned())),
+        Err(_elapsed) => Ok(None),
+    }
+}
+
+/// `InterProcessMutex` under `dir`: zookeeper-client's own recipe with
+/// Curator's node names.
+pub async fn mutex(
+    client: &zk::Client,
+    dir: &str,
+    deadline: Instant,
+) -> Result<Option<zk::OwnedLockClient>, BackendError> {
+    let prefix = zk::LockPrefix::new_curator(dir, "lock-").map_err(zk_error)?;
+    queue(client, prefix, deadline).await
+}
+
+/// Whether `watcher` fired before `deadline`.
+async fn fired(watcher: zk::OneshotWatcher, deadline: Instant) -> bool {
+    tokio::time::timeout_at(deadline.into(), watcher.changed())
+        .await
+        .is_ok()
+}
+
 /// A node name's sequence: its last ten digits (ZooKeeper pads them).
 fn sequence(name: &str) -> &str {
     &name[name.len().saturating_sub(10)..]
@@ -85,13 +118,9 @@ pub async fn semaphore_mutex(
 ) -> Result<Option<OwnedNode>, BackendError> {
     let locks = format!("{dir}/locks");
     let leases = format!("{dir}/leases");
-    let prefix = zk::LockPrefix::new_curator(&locks, "lock-").map_err(zk_error)?;
     // The semaphore's own mutex, held only while counting leases.
-    let counting =
-        tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", lock_options()?)).await;
-    let _counting = match counting {
-        Ok(locked) => locked.map_err(zk_error)?,
-        Err(_elapsed) => return Ok(None),
+    let Some(_counting) = mutex(client, &locks, deadline).await? else {
+        return Ok(None);
     };
     let lease = create_node(client, &format!("{leases}/lease-")).await?;
     let ours = lease.path[leases.len() + 1..].to_owned();
@@ -109,10 +138,7 @@ pub async fn semaphore_mutex(
         if children.len() <= 1 {
             return Ok(Some(lease));
         }
-        if tokio::time::timeout_at(deadline.into(), watcher.changed())
-            .await
-            .is_err()
-        {
+        if !fired(watcher, deadline).await {
             return Ok(None);
         }
     }
@@ -129,11 +155,7 @@ pub async fn write_lock(
     // "__" puts the readers in the writer's queue too.
     let prefix = format!("{dir}/_c_{}-__WRIT__", uuid::Uuid::new_v4());
     let prefix = zk::LockPrefix::new_custom(prefix, "__").map_err(zk_error)?;
-    match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", lock_options()?)).await
-    {
-        Ok(locked) => Ok(Some(locked.map_err(zk_error)?.into_owned())),
-        Err(_elapsed) => Ok(None),
-    }
+    queue(client, prefix, deadline).await
 }
 
 /// The read lock of `InterProcessReadWriteLock` under `dir`: held as soon
@@ -169,10 +191,7 @@ pub async fn read_lock(
             Err(zk::Error::NoNode) => continue,
             Err(error) => return Err(zk_error(error)),
         };
-        if tokio::time::timeout_at(deadline.into(), watcher.changed())
-            .await
-            .is_err()
-        {
+        if !fired(watcher, deadline).await {
             return Ok(None);
         }
     }
@@ -191,11 +210,7 @@ pub async fn buyer_lock(
     let name = format!("-{hex}-lock-");
     let prefix = format!("{dir}/_c_{}{name}", uuid::Uuid::new_v4());
     let prefix = zk::LockPrefix::new_custom(prefix, &name).map_err(zk_error)?;
-    match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", lock_options()?)).await
-    {
-        Ok(locked) => Ok(Some(locked.map_err(zk_error)?.into_owned())),
-        Err(_elapsed) => Ok(None),
-    }
+    queue(client, prefix, deadline).await
 }
 
 /// ZooKeeper errors as backend errors.

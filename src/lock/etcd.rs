@@ -93,17 +93,11 @@ impl Lock for EtcdLock {
         ctx: &BuyCtx<'_>,
         deadline: Instant,
     ) -> Result<Option<Self::Guard>, BackendError> {
-        let mut client = ctx
-            .backends
-            .etcd
-            .clone()
-            .ok_or_else(|| BackendError::Unavailable("etcd is not configured".into()))?;
+        let mut client = client(ctx)?;
         let ttl = ttl_seconds(ctx.product.settings.lease_ms);
-        let grant = tokio::time::timeout(CALL_TIMEOUT, client.lease_grant(ttl, None))
-            .await
-            .map_err(|_| BackendError::Etcd("lease grant timed out".into()))?
-            .map_err(etcd_error)?;
-        let lease = grant.id();
+        let lease = call("lease grant", client.lease_grant(ttl, None))
+            .await?
+            .id();
         // Renewed from the start: etcd 3.4's Lock service does not keep a
         // waiter's lease alive, and a waiter whose lease ran out in the
         // queue is still answered "locked" once its predecessors are gone
@@ -112,55 +106,22 @@ impl Lock for EtcdLock {
             lease,
             watchdog: tokio::spawn(watchdog(client.clone(), lease, ttl)),
         };
-        let options = LockOptions::new().with_lease(lease);
-        let locked = tokio::time::timeout_at(
-            deadline.into(),
-            client.lock(lock_name(ctx.product.id), Some(options)),
-        )
-        .await;
-        let key = match locked {
-            Ok(Ok(answer)) => answer.key().to_vec(),
-            Ok(Err(error)) => {
+        match locked(&mut client, ctx.product.id, lease, deadline).await {
+            Ok(true) => Ok(Some(held)),
+            // Not ours after all: revoking the lease takes our key out of
+            // the queue (or out of the lock) whatever happened.
+            not_ours => {
                 drop(held);
                 revoke(client, lease).await;
-                return Err(etcd_error(error));
+                not_ours.map(|_| None)
             }
-            // Dropping the request cancels the server's wait; revoking
-            // the lease takes our key out of the queue either way.
-            Err(_elapsed) => {
-                drop(held);
-                revoke(client, lease).await;
-                return Ok(None);
-            }
-        };
-        // What etcd 3.5 checks on the server: our key is still there, on
-        // our lease. A holder frozen while it waited can find it gone.
-        let ours = tokio::time::timeout(CALL_TIMEOUT, client.get(key, None))
-            .await
-            .map_err(|_| BackendError::Etcd("reading the lock key timed out".into()))?
-            .map_err(etcd_error)?;
-        if ours.kvs().first().is_some_and(|kv| kv.lease() == lease) {
-            Ok(Some(held))
-        } else {
-            tracing::warn!(lease, "etcd answered locked, but our lock key is gone");
-            drop(held);
-            revoke(client, lease).await;
-            Ok(None)
         }
     }
 
     async fn release(&self, ctx: &BuyCtx<'_>, guard: Self::Guard) -> Result<(), BackendError> {
         let lease = guard.lease;
         drop(guard);
-        let mut client = ctx
-            .backends
-            .etcd
-            .clone()
-            .ok_or_else(|| BackendError::Unavailable("etcd is not configured".into()))?;
-        tokio::time::timeout(CALL_TIMEOUT, client.lease_revoke(lease))
-            .await
-            .map_err(|_| BackendError::Etcd("lease revoke timed out".into()))?
-            .map_err(etcd_error)?;
+        call("lease revoke", client(ctx)?.lease_revoke(lease)).await?;
         Ok(())
     }
 
@@ -174,6 +135,50 @@ impl Lock for EtcdLock {
             ..Footprint::default()
         }
     }
+}
+
+/// Waits in the lock's queue on `lease` until `deadline`; `true` when the
+/// lock is ours: answered, and our key still there on our lease (what
+/// etcd 3.5 checks on the server; a holder frozen while it waited can
+/// find it gone). Dropping the request at the deadline cancels the
+/// server's wait.
+async fn locked(
+    client: &mut Client,
+    product_id: i64,
+    lease: i64,
+    deadline: Instant,
+) -> Result<bool, BackendError> {
+    let options = LockOptions::new().with_lease(lease);
+    let request = client.lock(lock_name(product_id), Some(options));
+    let key = match tokio::time::timeout_at(deadline.into(), request).await {
+        Ok(answer) => answer.map_err(etcd_error)?.key().to_vec(),
+        Err(_elapsed) => return Ok(false),
+    };
+    let ours = call("reading the lock key", client.get(key, None)).await?;
+    let mine = ours.kvs().first().is_some_and(|kv| kv.lease() == lease);
+    if !mine {
+        tracing::warn!(lease, "etcd answered locked, but our lock key is gone");
+    }
+    Ok(mine)
+}
+
+/// The instance's etcd client, or `unavailable`.
+fn client(ctx: &BuyCtx<'_>) -> Result<Client, BackendError> {
+    ctx.backends
+        .etcd
+        .clone()
+        .ok_or_else(|| BackendError::Unavailable("etcd is not configured".into()))
+}
+
+/// One etcd call of a holder, bounded by [`CALL_TIMEOUT`].
+async fn call<T>(
+    what: &str,
+    request: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, BackendError> {
+    tokio::time::timeout(CALL_TIMEOUT, request)
+        .await
+        .map_err(|_| BackendError::Etcd(format!("{what} timed out")))?
+        .map_err(etcd_error)
 }
 
 /// Renews `lease` every third of its TTL until aborted. A renewal that
@@ -216,8 +221,8 @@ async fn watchdog(mut client: Client, lease: i64, ttl: i64) {
 
 /// Best effort: a lease that is not revoked runs out by itself.
 async fn revoke(mut client: Client, lease: i64) {
-    if let Err(error) = tokio::time::timeout(CALL_TIMEOUT, client.lease_revoke(lease)).await {
-        tracing::debug!(%error, lease, "etcd lease revoke timed out");
+    if let Err(error) = call("lease revoke", client.lease_revoke(lease)).await {
+        tracing::debug!(%error, lease, "etcd lease not revoked");
     }
 }
 

@@ -95,7 +95,7 @@ async fn take(
 ) -> Result<Option<Held>, BackendError> {
     let id = ctx.product.id;
     Ok(match recipe {
-        Recipe::Mutex => mutex(client, &lock_dir(id), deadline)
+        Recipe::Mutex => curator::mutex(client, &lock_dir(id), deadline)
             .await?
             .map(Held::Queued),
         Recipe::SemaphoreMutex => {
@@ -119,27 +119,11 @@ async fn take(
             };
             // Without the product's lock in time, the buyer's goes too
             // (dropped), as Curator's multi-lock releases what it took.
-            mutex(client, &lock_dir(id), deadline)
+            curator::mutex(client, &lock_dir(id), deadline)
                 .await?
                 .map(|product| Held::Both { buyer, product })
         }
     })
-}
-
-/// `InterProcessMutex`: zookeeper-client's own recipe with Curator's
-/// node names.
-async fn mutex(
-    client: &zk::Client,
-    dir: &str,
-    deadline: Instant,
-) -> Result<Option<zk::OwnedLockClient>, BackendError> {
-    let prefix = zk::LockPrefix::new_curator(dir, "lock-").map_err(curator::zk_error)?;
-    let options = curator::lock_options()?;
-    match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", options)).await {
-        Ok(locked) => Ok(Some(locked.map_err(curator::zk_error)?.into_owned())),
-        // Dropping the wait deletes our node: we leave the queue.
-        Err(_elapsed) => Ok(None),
-    }
 }
 
 /// The instance's ZooKeeper session, or `unavailable`.
