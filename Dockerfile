@@ -17,6 +17,7 @@ RUN mkdir src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
     && rm -rf src
 COPY src ./src
 COPY migrations ./migrations
+COPY migrations-mysql ./migrations-mysql
 COPY nginx ./nginx
 # Touch so cargo rebuilds the crate over the dummy of the cached layer.
 RUN touch src/main.rs src/lib.rs && cargo build --release --locked

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what seckill needs on a Debian/Ubuntu machine, only what is
-# missing: the servers the lab starts (redis-server, PostgreSQL, nginx,
-# ZooKeeper with its Java runtime, etcd), JMeter with its HTTP sampler and a JDK
+# missing: the servers the lab starts (redis-server, PostgreSQL, MariaDB,
+# nginx, ZooKeeper with its Java runtime, etcd), JMeter with its HTTP sampler and a JDK
 # (javac builds jmeter/debian/OpenXStream.java, which Debian's JMeter 2.13
 # needs to load any plan), Chromium (the dashboard test), docker-compose (used only to validate
 # docker-compose.yml; no engine needed), and Schemathesis (tests/openapi.rs; pinned, from PyPI,
@@ -16,6 +16,9 @@ have nginx || need+=(nginx)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 have docker-compose || need+=(docker-compose)
 [ -f /usr/share/java/zookeeper.jar ] && have java || need+=(zookeeper)
+# MariaDB (the `mysql` store): the lab runs its own mariadbd, initialised
+# by mariadb-install-db.
+have mariadbd || need+=(mariadb-server)
 # etcd (the `etcd` lease lock), started by the lab.
 have etcd || need+=(etcd-server)
 # protoc and its well-known types: etcd-client's build script compiles

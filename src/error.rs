@@ -28,9 +28,10 @@ pub enum BackendError {
     /// The Redis pool could not hand out a connection.
     #[error("redis pool: {0}")]
     RedisPool(#[from] deadpool_redis::PoolError),
-    /// PostgreSQL failed a query or the pool timed out.
-    #[error("postgres: {0}")]
-    Postgres(#[from] sqlx::Error),
+    /// PostgreSQL or MySQL failed a query or the pool timed out (sqlx's
+    /// one error type for both; the text names the server's error).
+    #[error("database: {0}")]
+    Sql(#[from] sqlx::Error),
     /// ZooKeeper failed or the session ended.
     #[error("zookeeper: {0}")]
     ZooKeeper(String),
@@ -86,7 +87,7 @@ impl BackendError {
                     || cluster_not_run(e)
             }
             Self::RedisPool(_) | Self::ZooKeeper(_) | Self::Etcd(_) | Self::Unavailable(_) => true,
-            Self::Postgres(e) => pg_transport(e),
+            Self::Sql(e) => sql_transport(e),
             Self::Task(_) | Self::Corrupt(_) | Self::OutcomeUnknown(_) | Self::Group(_) => false,
         }
     }
@@ -128,7 +129,7 @@ impl BackendError {
         match self {
             Self::Redis(e) => e.is_connection_refusal() || cluster_not_run(e),
             Self::RedisPool(_) | Self::Unavailable(_) => true,
-            Self::Postgres(e) => {
+            Self::Sql(e) => {
                 matches!(e, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed)
                     || matches!(e, sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
             }
@@ -160,11 +161,12 @@ fn cluster_not_run(error: &redis::RedisError) -> bool {
     )
 }
 
-/// A PostgreSQL error that is about the connection rather than the
+/// A database error that is about the connection rather than the
 /// statement: I/O, the pool, or the server going away (SQLSTATE class 08,
-/// connection exception, and 57P0x, shutting down), which answers with an
-/// error but is still a server that is not there.
-fn pg_transport(error: &sqlx::Error) -> bool {
+/// connection exception — MySQL's shutdown is 08S01 — and PostgreSQL's
+/// 57P0x, shutting down), which answers with an error but is still a
+/// server that is not there.
+fn sql_transport(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
@@ -495,7 +497,7 @@ mod tests {
         let unknown = broken().at_commit();
         assert!(matches!(unknown, BackendError::OutcomeUnknown(_)));
         assert!(unknown.breaks_redis_connection());
-        let postgres = BackendError::Postgres(sqlx::Error::Io(std::io::Error::from(
+        let postgres = BackendError::Sql(sqlx::Error::Io(std::io::Error::from(
             std::io::ErrorKind::BrokenPipe,
         )));
         assert!(!postgres.at_commit().breaks_redis_connection());

@@ -82,6 +82,10 @@ impl Expect {
     }
 }
 
+/// Every store: what a locked strategy takes, since its lock guards the
+/// read and the write of whichever store holds the counter.
+pub const ANY_STORE: &[StoreKind] = &[StoreKind::Redis, StoreKind::Postgres, StoreKind::Mysql];
+
 /// A strategy's catalogue entry (`GET /strategies`, `seckill strategies`).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Info {
@@ -92,6 +96,10 @@ pub struct Info {
     /// Where the stock counter lives unless the product's `store` says
     /// otherwise.
     pub store: StoreKind,
+    /// The `store` settings it can sell from (its own first): a reset
+    /// naming another is refused, so no product is laid out in one store
+    /// and sold from another.
+    pub stores: &'static [StoreKind],
     /// One line: how it protects the counter.
     pub mechanism: &'static str,
     /// Whether it is expected never to oversell at default settings on

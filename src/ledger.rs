@@ -1,7 +1,8 @@
 //! The ledger: how many units each product sold, counted from durable
 //! orders and never from the stock counter.
 //!
-//! An order is either still in the Redis stream or already in PostgreSQL
+//! A product stored in MySQL counts MySQL's orders, which its sales insert
+//! in their own transaction. Any other order is either still in the Redis stream or already in PostgreSQL
 //! (or, briefly, in both: committed but not yet acknowledged). The stream is
 //! read first, then one PostgreSQL query counts the table's orders plus the
 //! stream's orders the table does not have yet. An entry that moves between
@@ -20,7 +21,7 @@ use crate::error::BackendError;
 use crate::orders::writer::parse_entry;
 use crate::placement::Placed;
 use crate::product::{Product, Settings, keys};
-use crate::store::RedisCell;
+use crate::store::{RedisCell, mysql_store};
 use crate::strategy::{Catalogue, StockLayout};
 use crate::waves;
 
@@ -82,17 +83,32 @@ pub async fn compute(
             .get(&(product.id, product.epoch))
             .cloned()
             .unwrap_or_default();
-        let (in_table, pending): (i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM orders WHERE product_id = $1 AND epoch = $2), \
+        let layout = layout(catalogue, product);
+        let (in_table, pending): (i64, i64) =
+            match layout {
+                // A MySQL-stored sale inserts its order in its own
+                // transaction: none is ever in a stream.
+                StockLayout::Mysql => (
+                    sqlx::query_scalar(
+                        "SELECT count(*) FROM orders WHERE product_id = ? AND epoch = ?",
+                    )
+                    .bind(product.id)
+                    .bind(product.epoch)
+                    .fetch_one(backends.mysql()?)
+                    .await?,
+                    0,
+                ),
+                _ => sqlx::query_as(
+                    "SELECT (SELECT count(*) FROM orders WHERE product_id = $1 AND epoch = $2), \
                     (SELECT count(*) FROM unnest($3::uuid[]) AS s(id) \
                      WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_id = s.id))",
-        )
-        .bind(product.id)
-        .bind(product.epoch)
-        .bind(&pending_ids)
-        .fetch_one(&backends.pg)
-        .await?;
-        let layout = layout(catalogue, product);
+                )
+                .bind(product.id)
+                .bind(product.epoch)
+                .bind(&pending_ids)
+                .fetch_one(&backends.pg)
+                .await?,
+            };
         let on_sale = waves::on_sale(backends, &layout, product).await?;
         let remaining = remaining(backends, product.id, layout).await?;
         let sold = in_table + pending;
@@ -182,6 +198,7 @@ async fn remaining(backends: &Backends, id: i64, layout: StockLayout) -> Result<
                 .await?
                 .unwrap_or(0),
         ),
+        StockLayout::Mysql => mysql_store::stock(backends.mysql()?, id).await,
     }
 }
 

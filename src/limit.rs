@@ -4,7 +4,7 @@
 //! The check and the record are always one atomic step with the stock
 //! change: inside the same Lua script for Redis stores (the shared steps
 //! of the store's selling scripts), inside the same
-//! transaction for PostgreSQL. Checking first and recording after the sale
+//! transaction for PostgreSQL and MySQL. Checking first and recording after the sale
 //! is the classic bug: two concurrent requests of one buyer both pass the
 //! check, and a refusal that comes after the decrement leaks the unit.
 //!
@@ -18,7 +18,7 @@
 use std::sync::LazyLock;
 
 use redis::{AsyncCommands, Script};
-use sqlx::PgConnection;
+use sqlx::{MySqlConnection, PgConnection};
 
 use crate::error::BackendError;
 use crate::product::{StoreKind, keys};
@@ -48,6 +48,41 @@ pub async fn claim_pg(conn: &mut PgConnection, ctx: &BuyCtx<'_>) -> Result<bool,
         .await?
         .rows_affected();
     Ok(claimed == 1)
+}
+
+/// Inside the caller's MySQL transaction: [`claim_pg`] for a product
+/// stored in MySQL. MySQL's upsert cannot leave a row unchanged and say so
+/// (sqlx counts found rows, so "inserted" and "left as it was" both
+/// answer 1), so it counts the unit and reads the count back: above the
+/// limit, the caller's rollback takes the unit back. The upsert's row
+/// lock holds the buyer's other requests until then.
+pub async fn claim_mysql(
+    conn: &mut MySqlConnection,
+    ctx: &BuyCtx<'_>,
+) -> Result<bool, BackendError> {
+    let limit = ctx.product.settings.per_user_limit;
+    if limit == 0 {
+        return Ok(true);
+    }
+    let (product, epoch, user) = (ctx.product.id, ctx.product.epoch, &ctx.order.user_id);
+    sqlx::query(
+        "INSERT INTO buyer_counts (product_id, epoch, user_id, bought) VALUES (?, ?, ?, 1) \
+         ON DUPLICATE KEY UPDATE bought = bought + 1",
+    )
+    .bind(product)
+    .bind(epoch)
+    .bind(user)
+    .execute(&mut *conn)
+    .await?;
+    let bought: i32 = sqlx::query_scalar(
+        "SELECT bought FROM buyer_counts WHERE product_id = ? AND epoch = ? AND user_id = ?",
+    )
+    .bind(product)
+    .bind(epoch)
+    .bind(user)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(i64::from(bought) <= i64::from(limit))
 }
 
 /// KEYS: buyer counts. ARGV: buyer, limit. One more unit for the buyer
@@ -120,6 +155,17 @@ pub async fn already_reached(ctx: &BuyCtx<'_>, kind: StoreKind) -> Result<bool, 
             .bind(ctx.product.epoch)
             .bind(&ctx.order.user_id)
             .fetch_optional(&ctx.backends.pg)
+            .await?
+        }
+        StoreKind::Mysql => {
+            sqlx::query_scalar(
+                "SELECT CAST(bought AS SIGNED) FROM buyer_counts \
+             WHERE product_id = ? AND epoch = ? AND user_id = ?",
+            )
+            .bind(ctx.product.id)
+            .bind(ctx.product.epoch)
+            .bind(&ctx.order.user_id)
+            .fetch_optional(ctx.backends.mysql()?)
             .await?
         }
     };

@@ -18,6 +18,7 @@ use crate::backends::{Backends, Footprint};
 use crate::error::{BackendError, Invalid};
 use crate::product::keys::Place;
 use crate::product::{Product, Recipe, ResetRequest, Settings, keys, now_ms, truncate};
+use crate::store::mysql_store;
 use crate::strategy::{Catalogue, StockLayout};
 use crate::waves;
 
@@ -42,6 +43,20 @@ pub fn validate(request: &ResetRequest, catalogue: &Catalogue) -> Result<(), Inv
                 .all()
                 .filter(|s| s.info().recipes.contains(&recipe))
                 .map(|s| s.info().id)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if let Some(store) = request.settings.store
+        && !info.stores.contains(&store)
+    {
+        return Err(Invalid(format!(
+            "{} cannot sell from store {:?}; it takes {}",
+            info.id,
+            store.as_str(),
+            info.stores
+                .iter()
+                .map(|s| s.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
         )));
@@ -244,6 +259,14 @@ pub async fn reset(
         sqlx::query(delete).bind(id).execute(&mut *tx).await?;
     }
     stale.clear_rows(&mut tx).await?;
+    // MySQL's part before PostgreSQL commits: if it fails, the reset
+    // fails whole and PostgreSQL keeps the old epoch.
+    let on_mysql = matches!(strategy.layout(&product), StockLayout::Mysql);
+    if on_mysql || backends.mysql.is_some() {
+        // Without a MySQL, a product stored there is refused here.
+        let stock = on_mysql.then_some(first_wave);
+        mysql_store::reset(backends.mysql()?, id, epoch, stock, &stale.lock_rows).await?;
+    }
     tx.commit().await?;
 
     // One atomic pipeline per cluster slot (no MULTI spans two): each

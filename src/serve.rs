@@ -80,6 +80,13 @@ pub struct ServeArgs {
     /// PostgreSQL holding products and orders.
     #[arg(long, env = "SECKILL_DATABASE_URL")]
     pub database_url: String,
+    /// MySQL (or MariaDB) for products reset with `store: mysql`
+    /// (optional): their stock, orders and lock rows live there.
+    #[arg(long, env = "SECKILL_MYSQL_URL")]
+    pub mysql_url: Option<String>,
+    /// MySQL connections per instance.
+    #[arg(long, env = "SECKILL_MYSQL_POOL", default_value_t = 64)]
+    pub mysql_pool: u32,
     /// Bearer token for `PUT /admin/…`. There is no default: an instance
     /// without one must not start.
     #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
@@ -176,7 +183,35 @@ pub async fn prepare(args: &ServeArgs) -> anyhow::Result<Backends> {
         .run(&backends.pg)
         .await
         .context("applying migrations")?;
+    if let Some(mysql) = &backends.mysql {
+        migrate_mysql(mysql).await?;
+    }
     Ok(backends)
+}
+
+/// MySQL's own schema, applied once however many instances start
+/// together. sqlx's own guard, `GET_LOCK(name, -1)`, does not wait on
+/// MariaDB (a negative timeout is MySQL's "forever" only), and two
+/// instances then apply the same migration: so the migrator runs under a
+/// named lock of our own that does wait, on the connection that holds it.
+async fn migrate_mysql(mysql: &sqlx::MySqlPool) -> anyhow::Result<()> {
+    let mut conn = mysql.acquire().await.context("a MySQL connection")?;
+    let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK('seckill_migrations', 60)")
+        .fetch_one(&mut *conn)
+        .await
+        .context("locking MySQL's migrations")?;
+    anyhow::ensure!(
+        locked == Some(1),
+        "another instance held MySQL's migration lock for 60 s"
+    );
+    let applied = sqlx::migrate!("./migrations-mysql")
+        .run(&mut *conn)
+        .await
+        .context("applying MySQL migrations");
+    let _ = sqlx::query("SELECT RELEASE_LOCK('seckill_migrations')")
+        .execute(&mut *conn)
+        .await;
+    applied
 }
 
 /// Pools for every backend, retrying while they come up (compose starts
@@ -214,35 +249,60 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
         }
         _ => None,
     };
-    let mut attempt = 0;
-    let pg = loop {
-        let pool = sqlx::postgres::PgPoolOptions::new()
+    let pg = retrying("postgres", || {
+        sqlx::postgres::PgPoolOptions::new()
             .max_connections(args.pg_pool)
             .acquire_timeout(Duration::from_secs(5))
             // No ping round trip on every checkout: a broken connection
             // fails its query and the pool replaces it.
             .test_before_acquire(false)
             .connect(&args.database_url)
-            .await;
-        match pool {
-            Ok(pool) => break pool,
-            Err(error) if attempt < 30 => {
-                attempt += 1;
-                tracing::warn!(%error, attempt, "postgres not reachable yet");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(error) => return Err(error).context("connecting to postgres"),
-        }
+    })
+    .await?;
+    let mysql = match &args.mysql_url {
+        Some(url) if !url.is_empty() => Some(
+            retrying("mysql", || {
+                sqlx::mysql::MySqlPoolOptions::new()
+                    .max_connections(args.mysql_pool)
+                    .acquire_timeout(Duration::from_secs(5))
+                    .test_before_acquire(false)
+                    .connect(url)
+            })
+            .await?,
+        ),
+        _ => None,
     };
     Ok(Backends {
         redis,
         lane: Arc::new(Lane::new(main.clone())),
         redis_client: main,
         pg,
+        mysql,
         redlock: Arc::new(redlock),
         zookeeper,
         etcd,
     })
+}
+
+/// A pool from `connect`, retried once a second for 30 s while the
+/// server comes up.
+async fn retrying<P, F, Fut>(server: &str, mut connect: F) -> anyhow::Result<P>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<P, sqlx::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match connect().await {
+            Ok(pool) => return Ok(pool),
+            Err(error) if attempt < 30 => {
+                attempt += 1;
+                tracing::warn!(%error, attempt, server, "not reachable yet");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(error) => return Err(error).with_context(|| format!("connecting to {server}")),
+        }
+    }
 }
 
 fn default_instance_name() -> String {

@@ -140,6 +140,24 @@ pub async fn catch_up(
             .execute(&backends.pg)
             .await?;
         }
+        StockLayout::Mysql => {
+            // MySQL has no arrays: the cumulative shares as a JSON array,
+            // indexed by the waves the row holds (`stock` is assigned
+            // first, so it reads the old `waves_released`).
+            let through = &through(product.initial, product.settings.waves, 1)[0];
+            sqlx::query(
+                "UPDATE products SET stock = stock + ? - JSON_EXTRACT(?, CONCAT('$[', waves_released, ']')), \
+                 waves_released = ? WHERE id = ? AND epoch = ? AND waves_released < ?",
+            )
+            .bind(through[due as usize])
+            .bind(serde_json::to_string(through).unwrap_or_default())
+            .bind(due as i32)
+            .bind(product.id)
+            .bind(product.epoch)
+            .bind(due as i32)
+            .execute(backends.mysql()?)
+            .await?;
+        }
     }
     released.learn(product, due);
     Ok(())
@@ -169,6 +187,14 @@ pub async fn on_sale(
                 sqlx::query_scalar("SELECT waves_released FROM products WHERE id = $1")
                     .bind(product.id)
                     .fetch_optional(&backends.pg)
+                    .await?;
+            vec![held.unwrap_or(1).max(1) as u32]
+        }
+        StockLayout::Mysql => {
+            let held: Option<i32> =
+                sqlx::query_scalar("SELECT waves_released FROM products WHERE id = ?")
+                    .bind(product.id)
+                    .fetch_optional(backends.mysql()?)
                     .await?;
             vec![held.unwrap_or(1).max(1) as u32]
         }

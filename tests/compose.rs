@@ -118,6 +118,7 @@ fn compose_gives_an_instance_what_the_lab_gives_it() {
         "SECKILL_DATABASE_URL",
         "SECKILL_ZOOKEEPER",
         "SECKILL_ETCD",
+        "SECKILL_MYSQL_URL",
     ] {
         for url in env_value(app, key).split(',') {
             let host = url

@@ -30,12 +30,23 @@ pub struct Backends {
     pub redis_client: master::MainRedis,
     /// Pooled PostgreSQL connections.
     pub pg: sqlx::PgPool,
+    /// Pooled MySQL connections, when configured: the `mysql` store.
+    pub mysql: Option<sqlx::MySqlPool>,
     /// The independent RedLock masters.
     pub redlock: Arc<Vec<Master>>,
     /// ZooKeeper session, when configured (renewed after it expires).
     pub zookeeper: Option<zookeeper::ZkSession>,
     /// etcd, when configured.
     pub etcd: Option<etcd_client::Client>,
+}
+
+impl Backends {
+    /// The MySQL pool, or why a product stored there cannot be sold.
+    pub fn mysql(&self) -> Result<&sqlx::MySqlPool, BackendError> {
+        self.mysql.as_ref().ok_or_else(|| {
+            BackendError::Unavailable("this instance has no MySQL (--mysql-url)".into())
+        })
+    }
 }
 
 /// What a strategy keeps per product outside the product's own row and

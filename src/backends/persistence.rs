@@ -10,14 +10,26 @@ use super::Backends;
 /// The persistence settings that decide what a crash loses.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct Persistence {
-    /// `durable` when PostgreSQL fsyncs every commit and Redis keeps an
-    /// append-only file; `fast` when neither does; `mixed` otherwise;
+    /// `durable` when PostgreSQL fsyncs every commit, Redis keeps an
+    /// append-only file and MySQL (if any) flushes its redo log at every
+    /// commit; `fast` when none does; `mixed` otherwise;
     /// `unknown` when a server did not answer.
     pub mode: &'static str,
     /// PostgreSQL's `fsync` and `synchronous_commit`.
     pub postgres: Option<PgPersistence>,
     /// Redis's `appendonly`, `appendfsync` and `save`.
     pub redis: Option<RedisPersistence>,
+    /// MySQL's InnoDB redo-log flush, when the instance has a MySQL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mysql: Option<MysqlPersistence>,
+}
+
+/// MySQL's (InnoDB's) setting.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
+pub struct MysqlPersistence {
+    /// `innodb_flush_log_at_trx_commit`: 1 flushes and fsyncs the redo
+    /// log at every commit; 0 and 2 once a second.
+    pub innodb_flush_log_at_trx_commit: i64,
 }
 
 /// PostgreSQL's settings.
@@ -44,14 +56,25 @@ pub struct RedisPersistence {
 pub async fn read(backends: &Backends) -> Persistence {
     let postgres = pg(backends).await;
     let redis = redis(backends).await;
-    let mode = match (&postgres, &redis) {
-        (Some(pg), Some(redis)) => {
-            let pg_durable = pg.fsync == "on" && pg.synchronous_commit != "off";
-            let redis_durable = redis.appendonly == "yes";
-            match (pg_durable, redis_durable) {
-                (true, true) => "durable",
-                (false, false) => "fast",
-                _ => "mixed",
+    let mysql = match &backends.mysql {
+        Some(pool) => Some(mysql(pool).await),
+        None => None,
+    };
+    let mode = match (&postgres, &redis, &mysql) {
+        (Some(pg), Some(redis), None | Some(Some(_))) => {
+            let mut durable = vec![
+                pg.fsync == "on" && pg.synchronous_commit != "off",
+                redis.appendonly == "yes",
+            ];
+            if let Some(Some(mysql)) = &mysql {
+                durable.push(mysql.innodb_flush_log_at_trx_commit == 1);
+            }
+            if durable.iter().all(|d| *d) {
+                "durable"
+            } else if durable.iter().all(|d| !*d) {
+                "fast"
+            } else {
+                "mixed"
             }
         }
         _ => "unknown",
@@ -60,6 +83,7 @@ pub async fn read(backends: &Backends) -> Persistence {
         mode,
         postgres,
         redis,
+        mysql: mysql.flatten(),
     }
 }
 
@@ -72,6 +96,16 @@ async fn pg(backends: &Backends) -> Option<PgPersistence> {
     Some(PgPersistence {
         fsync,
         synchronous_commit,
+    })
+}
+
+async fn mysql(pool: &sqlx::MySqlPool) -> Option<MysqlPersistence> {
+    let flush: i64 = sqlx::query_scalar("SELECT CAST(@@innodb_flush_log_at_trx_commit AS SIGNED)")
+        .fetch_one(pool)
+        .await
+        .ok()?;
+    Some(MysqlPersistence {
+        innodb_flush_log_at_trx_commit: flush,
     })
 }
 

@@ -183,7 +183,12 @@ async fn measure(
         .filter(|s| s.info().safe)
         .map(|s| s.info().id.to_owned())
         .collect();
-    let audit = Audit::connect_lazy(&lab.info.postgres_url, None, safe)?;
+    let audit = Audit::connect_lazy(
+        &lab.info.postgres_url,
+        Some(&lab.info.mysql_url),
+        None,
+        safe,
+    )?;
     for (index, strategy) in args.strategies.iter().enumerate() {
         for limit in [0, 1] {
             eprintln!("bench: {strategy}, per_user_limit {limit}");

@@ -10,6 +10,7 @@
 use std::io::{BufRead, Write};
 use std::path::Path;
 
+use crate::product::StoreKind;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -55,6 +56,10 @@ pub struct Race {
     pub initial: i64,
     /// Units one buyer may hold (0: no limit).
     pub per_user_limit: u32,
+    /// Where the race's orders are: `mysql` for a product stored there,
+    /// PostgreSQL otherwise (absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orders_in: Option<StoreKind>,
 }
 
 /// One request.
@@ -188,6 +193,7 @@ mod tests {
                 safe: true,
                 initial: 1,
                 per_user_limit: 0,
+                orders_in: None,
             },
             events: vec![Event {
                 buyer: "b-0".into(),

@@ -1,5 +1,6 @@
 //! `seckill check FILE`: an independent check of a race's history against
-//! the orders PostgreSQL holds. Independent: it reads the history the
+//! the orders the database holds (PostgreSQL's, or MySQL's for a product
+//! stored there). Independent: it reads the history the
 //! driver wrote and the `orders` table with its own query, and trusts
 //! neither the service's ledger nor the driver's counts.
 //!
@@ -23,10 +24,12 @@ pub mod history;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
+use sqlx::{MySqlPool, PgPool};
 use uuid::Uuid;
 
+use crate::product::StoreKind;
 use history::{Completion, RaceHistory};
 
 /// The rules every strategy is held to, safe or not: a broken one means
@@ -57,6 +60,68 @@ pub struct CheckArgs {
     /// The PostgreSQL the orders are in (the lab prints its URL).
     #[arg(long, env = "SECKILL_DATABASE_URL")]
     pub database_url: String,
+    /// The MySQL the orders of MySQL-stored products are in.
+    #[arg(long, env = "SECKILL_MYSQL_URL")]
+    pub mysql_url: Option<String>,
+}
+
+/// The databases a race's orders may be in.
+#[derive(Clone)]
+pub struct OrderDbs {
+    /// PostgreSQL: every order but a MySQL-stored product's.
+    pub pg: PgPool,
+    /// MySQL, when there is one.
+    pub mysql: Option<MySqlPool>,
+}
+
+impl OrderDbs {
+    /// Pools that connect on first use (two connections each: the check
+    /// runs one query per race).
+    pub fn connect_lazy(database_url: &str, mysql_url: Option<&str>) -> anyhow::Result<Self> {
+        let pg = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect_lazy(database_url)?;
+        let mysql = match mysql_url.filter(|url| !url.is_empty()) {
+            Some(url) => Some(
+                sqlx::mysql::MySqlPoolOptions::new()
+                    .max_connections(2)
+                    .connect_lazy(url)?,
+            ),
+            None => None,
+        };
+        Ok(Self { pg, mysql })
+    }
+
+    /// The orders of `race` as the database holds them: order id and buyer.
+    async fn orders(&self, race: &history::Race) -> anyhow::Result<Vec<(Uuid, String)>> {
+        if race.orders_in == Some(StoreKind::Mysql) {
+            let mysql = self.mysql.as_ref().context(
+                "the race's orders are in MySQL: give its URL (--mysql-url, SECKILL_MYSQL_URL)",
+            )?;
+            return Ok(sqlx::query_as(
+                "SELECT order_id, user_id FROM orders WHERE product_id = ? AND epoch = ?",
+            )
+            .bind(race.product)
+            .bind(race.epoch)
+            .fetch_all(mysql)
+            .await?);
+        }
+        Ok(sqlx::query_as(
+            "SELECT order_id, user_id FROM orders WHERE product_id = $1 AND epoch = $2",
+        )
+        .bind(race.product)
+        .bind(race.epoch)
+        .fetch_all(&self.pg)
+        .await?)
+    }
+
+    /// Closes the pools.
+    pub async fn close(&self) {
+        self.pg.close().await;
+        if let Some(mysql) = &self.mysql {
+            mysql.close().await;
+        }
+    }
 }
 
 /// What the check found in one race.
@@ -78,14 +143,10 @@ struct Order {
     user_id: String,
 }
 
-/// Reads the race's orders from PostgreSQL and holds the history to them.
-pub async fn check(pg: &PgPool, race: &RaceHistory) -> anyhow::Result<Verdict> {
-    let rows: Vec<(Uuid, String)> =
-        sqlx::query_as("SELECT order_id, user_id FROM orders WHERE product_id = $1 AND epoch = $2")
-            .bind(race.race.product)
-            .bind(race.race.epoch)
-            .fetch_all(pg)
-            .await?;
+/// Reads the race's orders from its database and holds the history to
+/// them.
+pub async fn check(dbs: &OrderDbs, race: &RaceHistory) -> anyhow::Result<Verdict> {
+    let rows = dbs.orders(&race.race).await?;
     let orders = rows
         .into_iter()
         .map(|(order_id, user_id)| Order { order_id, user_id })
@@ -203,17 +264,14 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
 pub async fn run(args: CheckArgs) -> anyhow::Result<bool> {
     let races = history::read(&args.file)?;
     anyhow::ensure!(!races.is_empty(), "{} holds no race", args.file.display());
-    let pg = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&args.database_url)
-        .await?;
+    let dbs = OrderDbs::connect_lazy(&args.database_url, args.mysql_url.as_deref())?;
     let mut all_ok = true;
     println!(
         "{:<8} {:<16} {:>6} {:>8} {:>8}  result",
         "product", "strategy", "events", "unknown", "unk.sold"
     );
     for race in &races {
-        let verdict = check(&pg, race).await?;
+        let verdict = check(&dbs, race).await?;
         all_ok &= verdict.history_ok;
         let result = if verdict.history_ok {
             "history ok".to_owned()
@@ -234,7 +292,7 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<bool> {
             verdict.unknown_sold
         );
     }
-    pg.close().await;
+    dbs.close().await;
     Ok(all_ok)
 }
 
@@ -252,6 +310,7 @@ mod tests {
                 safe,
                 initial,
                 per_user_limit: limit,
+                orders_in: None,
             },
             events,
         }

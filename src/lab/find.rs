@@ -22,6 +22,15 @@ pub fn etcd() -> anyhow::Result<PathBuf> {
     search("etcd", path_dirs().chain([PathBuf::from("/usr/bin")]))
 }
 
+/// A MariaDB server binary (`mariadbd`, `mariadb-install-db`): PATH, then
+/// /usr/sbin (the server) and /usr/bin (the installer).
+pub fn mariadb(name: &str) -> anyhow::Result<PathBuf> {
+    search(
+        name,
+        path_dirs().chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")]),
+    )
+}
+
 /// redis-cli (Debian's redis-tools, which redis-server depends on): PATH,
 /// then /usr/bin.
 pub fn redis_cli() -> anyhow::Result<PathBuf> {

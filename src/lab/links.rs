@@ -27,6 +27,8 @@ pub enum Backend {
     Redis3,
     /// PostgreSQL.
     Postgres,
+    /// MySQL (MariaDB).
+    Mysql,
     /// ZooKeeper.
     ZooKeeper,
     /// etcd.
@@ -35,11 +37,12 @@ pub enum Backend {
 
 impl Backend {
     /// Every backend an instance is given, in the order their links open.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Redis,
         Self::Redis2,
         Self::Redis3,
         Self::Postgres,
+        Self::Mysql,
         Self::ZooKeeper,
         Self::Etcd,
     ];
@@ -54,6 +57,7 @@ impl Backend {
             Self::Redis2 => "redis-2",
             Self::Redis3 => "redis-3",
             Self::Postgres => "postgres",
+            Self::Mysql => "mysql",
             Self::ZooKeeper => "zookeeper",
             Self::Etcd => "etcd",
         }
@@ -73,6 +77,7 @@ impl Backend {
             Self::Redis2 => master(1),
             Self::Redis3 => master(2),
             Self::Postgres => Ok(&info.postgres_url),
+            Self::Mysql => Ok(&info.mysql_url),
             Self::ZooKeeper => Ok(&info.zookeeper),
             Self::Etcd => Ok(&info.etcd),
         }
@@ -121,6 +126,7 @@ impl Links {
             let routed = reroute(location, proxy.addr())?;
             match backend {
                 Backend::Postgres => seen.postgres_url = routed,
+                Backend::Mysql => seen.mysql_url = routed,
                 Backend::ZooKeeper => seen.zookeeper = routed,
                 Backend::Etcd => seen.etcd = routed,
                 redis => {

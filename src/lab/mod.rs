@@ -1,6 +1,6 @@
 //! `seckill lab`: the whole topology, natively, on free loopback ports in a
 //! temporary directory — Redis (plus two more masters for RedLock),
-//! PostgreSQL, ZooKeeper, etcd, N instances of this binary and nginx in front.
+//! PostgreSQL, MariaDB, ZooKeeper, etcd, N instances of this binary and nginx in front.
 //! It can also stop, kill, freeze and resume any process it owns: the
 //! failure scenarios need that. The integration tests use the same code (through the
 //! `seckill lab --json` subprocess), so what is tested is what users run.
@@ -10,6 +10,7 @@ pub mod durability;
 mod etcd;
 mod find;
 pub mod links;
+mod mysql;
 pub mod nginx;
 mod postgres;
 pub mod process;
@@ -127,6 +128,7 @@ pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'st
         ("SECKILL_REDLOCK_URLS", info.redlock_urls.join(",")),
         ("SECKILL_ZOOKEEPER", info.zookeeper.clone()),
         ("SECKILL_ETCD", info.etcd.clone()),
+        ("SECKILL_MYSQL_URL", info.mysql_url.clone()),
         ("SECKILL_ADMIN_TOKEN", info.admin_token.clone()),
     ];
     if let Some(topology) = &info.sentinel {
@@ -167,6 +169,9 @@ pub struct LabInfo {
     pub cluster: Option<cluster::ClusterInfo>,
     /// The PostgreSQL the instances use.
     pub postgres_url: String,
+    /// The MySQL (MariaDB) of the `mysql` store.
+    #[serde(default)]
+    pub mysql_url: String,
     /// ZooKeeper's `host:port`.
     pub zookeeper: String,
     /// etcd's client `host:port`.
@@ -303,6 +308,11 @@ impl Lab {
         self.info.etcd = format!("127.0.0.1:{etcd_port}");
         let server = etcd::start(&root.join("etcd"), etcd_port, peer_port)?;
         self.wait(server, move || etcd::ready(etcd_port)).await?;
+
+        let mysql_port = free_port()?;
+        self.info.mysql_url = mysql::url(mysql_port);
+        let server = mysql::start(&root.join("mysql"), mysql_port, self.info.durability).await?;
+        self.wait(server, move || mysql::ready(mysql_port)).await?;
 
         let pg_port = free_port()?;
         self.info.postgres_url = postgres::url(pg_port);
@@ -455,6 +465,7 @@ impl Lab {
         }
         match name {
             "postgres" => Ok(Ready::Postgres(self.info.postgres_url.clone())),
+            "mysql" => Ok(Ready::Mysql(port_of(&self.info.mysql_url)?)),
             other => anyhow::bail!("{other} is not a backend the lab can restart"),
         }
     }
@@ -490,6 +501,7 @@ impl Lab {
 enum Ready {
     Redis(String),
     Postgres(String),
+    Mysql(u16),
 }
 
 impl Ready {
@@ -497,6 +509,7 @@ impl Ready {
         match self {
             Self::Redis(url) => redis::ready(url).await,
             Self::Postgres(url) => postgres::ready(url).await,
+            Self::Mysql(port) => mysql::ready(*port).await,
         }
     }
 }
@@ -505,6 +518,15 @@ impl Ready {
 /// other programs remains and shows up as a start failure, not a hang).
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
+}
+
+/// The port of a `scheme://user@host:port/db` URL.
+fn port_of(url: &str) -> anyhow::Result<u16> {
+    url.rsplit(':')
+        .next()
+        .and_then(|tail| tail.split('/').next())
+        .and_then(|port| port.parse().ok())
+        .with_context(|| format!("no port in {url}"))
 }
 
 fn random_token() -> String {
@@ -556,6 +578,7 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
         println!("  zookeeper    {}", lab.info.zookeeper);
         println!("  etcd         {}", lab.info.etcd);
         println!("  postgres     {}", lab.info.postgres_url);
+        println!("  mysql        {}", lab.info.mysql_url);
         if !lab.info.links.is_empty() {
             println!(
                 "  proxies      {} links, instance to backend (--json lists them)",

@@ -32,7 +32,7 @@ use etcd_client::{Client, LockOptions};
 use super::{Lock, Waiting};
 use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, StoreKind};
 use crate::sale::BuyCtx;
 
@@ -41,6 +41,7 @@ pub const INFO: Info = Info {
     id: "etcd",
     backend: "etcd",
     store: StoreKind::Redis,
+    stores: ANY_STORE,
     mechanism: "etcd's Lock service on a per-buyer lease kept alive by a watchdog (a fair queue by create revision)",
     safe: true,
     safe_against: "many instances; slow holders (the watchdog renews); a crashed holder (its lease runs out)",

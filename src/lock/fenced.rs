@@ -20,7 +20,7 @@ use super::redis_lock::RedisLock;
 use super::{Lock, Token};
 use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, StoreKind, keys};
 use crate::sale::BuyCtx;
 
@@ -29,6 +29,7 @@ pub const INFO: Info = Info {
     id: "fenced",
     backend: "redis",
     store: StoreKind::Redis,
+    stores: ANY_STORE,
     mechanism: "SET NX PX lock plus a fencing token from INCR; the store refuses writes older than the newest token it has seen",
     safe: true,
     safe_against: "a holder frozen or slowed past its lease (its late write is refused)",

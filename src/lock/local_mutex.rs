@@ -13,7 +13,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::Lock;
 use crate::error::BackendError;
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::StoreKind;
 use crate::sale::BuyCtx;
 
@@ -22,6 +22,7 @@ pub const INFO: Info = Info {
     id: "local-mutex",
     backend: "redis",
     store: StoreKind::Redis,
+    stores: ANY_STORE,
     mechanism: "in-process mutex per product (\"synchronized\") around GET, check, SET",
     safe: false,
     safe_against: "concurrent buyers on one instance",

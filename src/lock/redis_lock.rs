@@ -15,7 +15,7 @@ use crate::backends::Footprint;
 use crate::backends::lease::{release_key, try_set};
 use crate::backoff;
 use crate::error::BackendError;
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, StoreKind, keys};
 use crate::sale::BuyCtx;
 
@@ -24,6 +24,7 @@ pub const INFO: Info = Info {
     id: "redis-lock",
     backend: "redis",
     store: StoreKind::Redis,
+    stores: ANY_STORE,
     mechanism: "SET key uuid NX PX ttl; Lua compare-and-delete release; bounded retry with backoff",
     safe: true,
     safe_against: "many instances; a holder that finishes within its lease",

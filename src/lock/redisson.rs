@@ -26,7 +26,7 @@ use crate::backends::Footprint;
 use crate::backends::conn::RedisConn;
 use crate::backends::master::MainRedis;
 use crate::error::BackendError;
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, StoreKind, keys};
 use crate::sale::BuyCtx;
 
@@ -35,6 +35,7 @@ pub const INFO: Info = Info {
     id: "redisson",
     backend: "redis",
     store: StoreKind::Redis,
+    stores: ANY_STORE,
     mechanism: "reentrant hash lock (owner -> count) in Lua, watchdog renewing every lease/3, waiters woken by Pub/Sub",
     safe: true,
     safe_against: "work longer than the lease (the watchdog renews it); a crashed holder (the lease runs out)",

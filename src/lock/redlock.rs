@@ -25,7 +25,7 @@ use crate::backends::Footprint;
 use crate::backends::lease::{release_key, try_set};
 use crate::backends::redlock::PER_MASTER;
 use crate::error::BackendError;
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, Quorum, StoreKind, keys};
 use crate::sale::BuyCtx;
 
@@ -34,6 +34,7 @@ pub const INFO: Info = Info {
     id: "redlock",
     backend: "redis x N",
     store: StoreKind::Redis,
+    stores: ANY_STORE,
     mechanism: "SET NX PX on N independent masters; held with a majority within TTL - elapsed - drift (quorum \"all\": MultiLock)",
     safe: true,
     safe_against: "a minority of masters down (majority quorum); many instances",

@@ -18,7 +18,7 @@ use redis::AsyncCommands;
 use super::{Lock, Waiting};
 use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, StoreKind, keys};
 use crate::sale::BuyCtx;
 
@@ -27,6 +27,7 @@ pub const INFO: Info = Info {
     id: "setnx-naive",
     backend: "redis",
     store: StoreKind::Redis,
+    stores: ANY_STORE,
     mechanism: "SETNX then EXPIRE as a second command, fixed value, unconditional DEL, fail fast",
     safe: false,
     safe_against: "concurrent buyers whose work is shorter than the TTL",

@@ -25,7 +25,7 @@ use zookeeper_client as zk;
 use super::{Lock, Reading, Waiting, curator};
 use crate::backends::Footprint;
 use crate::error::BackendError;
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, Recipe, StoreKind};
 use crate::sale::BuyCtx;
 
@@ -34,6 +34,7 @@ pub const INFO: Info = Info {
     id: "zookeeper",
     backend: "zookeeper",
     store: StoreKind::Redis,
+    stores: ANY_STORE,
     mechanism: "ephemeral sequential node per buyer, watch only the predecessor (Curator's InterProcessMutex)",
     safe: true,
     safe_against: "many instances; slow holders (no lease to outlive); a crashed holder (its node dies with its session)",

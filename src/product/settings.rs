@@ -33,6 +33,30 @@ pub enum StoreKind {
     Redis,
     /// `products.stock` in PostgreSQL; orders inserted in the transaction.
     Postgres,
+    /// `products.stock` in MySQL/InnoDB (MariaDB), the articles' own
+    /// database; orders inserted in the transaction, into MySQL's
+    /// `orders`. The product's definition stays in PostgreSQL.
+    Mysql,
+}
+
+impl StoreKind {
+    /// Every store.
+    pub const ALL: [Self; 3] = [Self::Redis, Self::Postgres, Self::Mysql];
+
+    /// The name the `store` setting takes, and a race label's suffix
+    /// (`db-atomic@mysql`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Redis => "redis",
+            Self::Postgres => "postgres",
+            Self::Mysql => "mysql",
+        }
+    }
+
+    /// The store called `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
 }
 
 /// RedLock's agreement rule.

@@ -8,6 +8,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::ledger::Ledger;
+use crate::product::StoreKind;
 
 /// A gateway (or one instance) and the admin token for it.
 #[derive(Clone)]
@@ -31,14 +32,32 @@ pub struct CatalogEntry {
     /// comparison (`zookeeper:read-write`).
     #[serde(default)]
     pub recipes: Vec<String>,
+    /// Its own store.
+    #[serde(default)]
+    pub store: Option<StoreKind>,
+    /// The stores it can sell from.
+    #[serde(default)]
+    pub stores: Vec<StoreKind>,
 }
 
 impl CatalogEntry {
     /// The comparison's labels for this strategy: its id, then
-    /// `id:recipe` for each other recipe.
+    /// `id:recipe` for each other recipe, then, for a database strategy
+    /// (its own store PostgreSQL), `id@mysql` for each other database it
+    /// runs on: the same mechanism on InnoDB, a row of its own.
     pub fn labels(&self) -> Vec<String> {
+        let databases = match self.store {
+            Some(StoreKind::Postgres) => self
+                .stores
+                .iter()
+                .filter(|s| **s == StoreKind::Mysql)
+                .map(|s| format!("{}@{}", self.id, s.as_str()))
+                .collect(),
+            _ => Vec::new(),
+        };
         std::iter::once(self.id.clone())
             .chain(self.recipes.iter().map(|r| format!("{}:{r}", self.id)))
+            .chain(databases)
             .collect()
     }
 }

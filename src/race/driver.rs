@@ -14,7 +14,7 @@ use super::client::{Answer, BuyResult, Target};
 use crate::check::history::{self, Completion, Event, RaceHistory};
 use crate::check::{self, Verdict};
 use crate::ledger::Ledger;
-use crate::product::{MAX_WAVES, ResetRequest, Settings, now_ms};
+use crate::product::{MAX_WAVES, ResetRequest, Settings, StoreKind, now_ms};
 
 /// One race's settings.
 #[derive(Debug, Clone)]
@@ -85,12 +85,12 @@ pub struct Row {
 }
 
 /// Who checks a race's history, and where it is kept: the orders'
-/// PostgreSQL, the history file (appended to), and which strategies are
+/// databases, the history file (appended to), and which strategies are
 /// held to the safe rules.
 #[derive(Clone, Default)]
 pub struct Audit {
-    /// The orders' database; without it nothing is checked.
-    pub pg: Option<sqlx::PgPool>,
+    /// The orders' databases; without them nothing is checked.
+    pub dbs: Option<check::OrderDbs>,
     /// `--history FILE`.
     pub history: Option<std::path::PathBuf>,
     /// Ids of the strategies that claim never to oversell.
@@ -98,17 +98,16 @@ pub struct Audit {
 }
 
 impl Audit {
-    /// An audit of the lab's races against its PostgreSQL.
+    /// An audit of the lab's races against its PostgreSQL (and MySQL,
+    /// where a product's orders are there).
     pub fn connect_lazy(
         database_url: &str,
+        mysql_url: Option<&str>,
         history: Option<std::path::PathBuf>,
         safe: Vec<String>,
     ) -> anyhow::Result<Self> {
-        let pg = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect_lazy(database_url)?;
         Ok(Self {
-            pg: Some(pg),
+            dbs: Some(check::OrderDbs::connect_lazy(database_url, mysql_url)?),
             history,
             safe,
         })
@@ -129,14 +128,15 @@ impl Audit {
                 safe: self.safe.contains(&ledger.strategy),
                 initial: ledger.initial,
                 per_user_limit: ledger.settings.per_user_limit,
+                orders_in: ledger.settings.store.filter(|s| *s == StoreKind::Mysql),
             },
             events: attempts.iter().map(|a| a.event(began)).collect(),
         };
         if let Some(path) = &self.history {
             history::append(path, &race)?;
         }
-        match &self.pg {
-            Some(pg) => Ok(Some(check::check(pg, &race).await?)),
+        match &self.dbs {
+            Some(dbs) => Ok(Some(check::check(dbs, &race).await?)),
             None => Ok(None),
         }
     }

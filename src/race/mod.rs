@@ -15,7 +15,7 @@ use anyhow::Context;
 
 use crate::lab::durability::{AofFsync, Durability};
 use crate::lab::{Lab, LabArgs};
-use crate::product::{Recipe, Settings, now_ms};
+use crate::product::{Recipe, Settings, StoreKind, now_ms};
 use client::Target;
 use driver::{Audit, RaceSpec, Row, race};
 
@@ -123,6 +123,9 @@ pub struct RaceArgs {
     /// history can be checked (a lab's own is used otherwise).
     #[arg(long, env = "SECKILL_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// With --url: the MySQL holding the orders of products stored there.
+    #[arg(long, env = "SECKILL_MYSQL_URL")]
+    pub mysql_url: Option<String>,
     /// Also write the rows as a JSON array to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -178,13 +181,22 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
         .filter(|c| c.safe)
         .flat_map(|c| c.labels())
         .collect();
-    let database_url = lab
-        .map(|lab| lab.info.postgres_url.clone())
-        .or_else(|| args.database_url.clone());
+    let (database_url, mysql_url) = match lab {
+        Some(lab) => (
+            Some(lab.info.postgres_url.clone()),
+            Some(lab.info.mysql_url.clone()),
+        ),
+        None => (args.database_url.clone(), args.mysql_url.clone()),
+    };
     let audit = match database_url {
-        Some(url) => Audit::connect_lazy(&url, args.history.clone(), safe.clone())?,
+        Some(url) => Audit::connect_lazy(
+            &url,
+            mysql_url.as_deref(),
+            args.history.clone(),
+            safe.clone(),
+        )?,
         None => Audit {
-            pg: None,
+            dbs: None,
             history: args.history.clone(),
             safe: safe.clone(),
         },
@@ -209,7 +221,7 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
     let mut rows = Vec::new();
     let races = (0..args.repeat as usize).flat_map(|_| strategies.iter());
     for (index, label) in races.enumerate() {
-        let (strategy, recipe) = split_label(label)?;
+        let (strategy, recipe, store) = split_label(label)?;
         let spec = RaceSpec {
             product_id: args.first_product + index as i64,
             strategy,
@@ -220,6 +232,7 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             settings: Settings {
                 opens_at_ms: args.opens_in_ms.map_or(0, |ms| now_ms() + ms),
                 recipe,
+                store,
                 prebooking: args.reserving.is_some(),
                 ..settings
             },
@@ -238,17 +251,27 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
     Ok((rows, safe))
 }
 
-/// A comparison label, `strategy` or `strategy:recipe`, as the strategy
-/// id and the recipe to reset it with.
-fn split_label(label: &str) -> anyhow::Result<(String, Recipe)> {
-    match label.split_once(':') {
-        None => Ok((label.to_owned(), Recipe::default())),
+/// A comparison label, `strategy[:recipe][@store]`, as the strategy id,
+/// the recipe and the store to reset it with.
+pub fn split_label(label: &str) -> anyhow::Result<(String, Recipe, Option<StoreKind>)> {
+    let (rest, store) = match label.split_once('@') {
+        None => (label, None),
+        Some((rest, name)) => {
+            let store = StoreKind::parse(name).with_context(|| {
+                let known: Vec<&str> = StoreKind::ALL.iter().map(|s| s.as_str()).collect();
+                format!("{label}: no store {name:?}; known: {}", known.join(", "))
+            })?;
+            (rest, Some(store))
+        }
+    };
+    match rest.split_once(':') {
+        None => Ok((rest.to_owned(), Recipe::default(), store)),
         Some((id, name)) => {
             let recipe = Recipe::parse(name).with_context(|| {
                 let known: Vec<&str> = Recipe::ALL.iter().map(|r| r.as_str()).collect();
                 format!("{label}: no recipe {name:?}; known: {}", known.join(", "))
             })?;
-            Ok((id.to_owned(), recipe))
+            Ok((id.to_owned(), recipe, store))
         }
     }
 }
@@ -262,8 +285,12 @@ async fn persistence_line(target: &Target) -> String {
     };
     let p = &config["persistence"];
     let text = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_owned();
+    let mysql = match p["mysql"]["innodb_flush_log_at_trx_commit"].as_i64() {
+        Some(flush) => format!("; mysql innodb_flush_log_at_trx_commit={flush}"),
+        None => String::new(),
+    };
     format!(
-        "persistence: {} (postgres fsync={} synchronous_commit={}; redis appendonly={} appendfsync={})",
+        "persistence: {} (postgres fsync={} synchronous_commit={}; redis appendonly={} appendfsync={}{mysql})",
         text(&p["mode"]),
         text(&p["postgres"]["fsync"]),
         text(&p["postgres"]["synchronous_commit"]),

@@ -12,6 +12,7 @@
 //! the write) matters: otherwise a stale holder that wakes up and writes
 //! *before* the new holder writes would still let both sell from one read.
 
+pub mod mysql_store;
 pub mod pg_store;
 pub mod redis_store;
 pub mod script;
@@ -30,6 +31,8 @@ pub enum Cell {
     Redis(RedisCell),
     /// The product's `products.stock`.
     Postgres,
+    /// The product's row in MySQL's `products`.
+    Mysql,
 }
 
 /// A Redis counter and where the script that writes it finds the rest of
@@ -65,6 +68,7 @@ impl Cell {
         match kind {
             StoreKind::Redis => Self::Redis(RedisCell::home(product)),
             StoreKind::Postgres => Self::Postgres,
+            StoreKind::Mysql => Self::Mysql,
         }
     }
 }
@@ -73,7 +77,7 @@ impl Cell {
 pub fn footprint(kind: StoreKind, product: &Product) -> Footprint {
     match kind {
         StoreKind::Redis => Footprint::redis([keys::fence_seen(product.id)]),
-        StoreKind::Postgres => Footprint::default(),
+        StoreKind::Postgres | StoreKind::Mysql => Footprint::default(),
     }
 }
 
@@ -82,6 +86,7 @@ pub async fn read(ctx: &BuyCtx<'_>, cell: &Cell, fence: Option<u64>) -> Result<i
     match cell {
         Cell::Redis(cell) => redis_store::read(ctx, cell, fence).await,
         Cell::Postgres => pg_store::read(ctx, fence).await,
+        Cell::Mysql => mysql_store::read(ctx, fence).await,
     }
 }
 
@@ -95,5 +100,6 @@ pub async fn write(
     match cell {
         Cell::Redis(cell) => redis_store::write(ctx, cell, new_stock, fence).await,
         Cell::Postgres => pg_store::write(ctx, new_stock, fence).await,
+        Cell::Mysql => mysql_store::write(ctx, new_stock, fence).await,
     }
 }

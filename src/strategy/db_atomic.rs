@@ -14,7 +14,7 @@
 
 use sqlx::Row;
 
-use super::{Outcome, Strategy, section};
+use super::{Outcome, Strategy, on_mysql, section, store_of};
 use crate::error::{AtCommit, BackendError};
 use crate::info::{Expect, Hazard, Info};
 use crate::limit;
@@ -40,6 +40,7 @@ const INFO: Info = Info {
     id: "db-atomic",
     backend: "postgres",
     store: StoreKind::Postgres,
+    stores: &[StoreKind::Postgres, StoreKind::Mysql],
     mechanism: "UPDATE … SET stock = stock - 1 WHERE id = $1 AND stock > 0, order inserted in the same statement",
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed clients",
@@ -57,6 +58,9 @@ impl Strategy for DbAtomic {
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
+        if store_of(&INFO, ctx.product) == StoreKind::Mysql {
+            return on_mysql::atomic(ctx).await;
+        }
         let sell = ctx.order.bind_insert(sqlx::query(SELL_SQL));
         let settings = &ctx.product.settings;
         if settings.work_ms == 0 && settings.per_user_limit == 0 {

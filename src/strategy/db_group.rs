@@ -33,6 +33,7 @@ const INFO: Info = Info {
     id: "db-group",
     backend: "postgres",
     store: StoreKind::Postgres,
+    stores: &[StoreKind::Postgres],
     mechanism: "group commit: an instance's concurrent buyers of one product sold by one transaction (one decrement by k, k orders in one INSERT, one commit)",
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed clients",

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::Row;
 
-use super::{Outcome, Strategy, section};
+use super::{Outcome, Strategy, on_mysql, section, store_of};
 use crate::backoff;
 use crate::error::{AtCommit, BackendError};
 use crate::info::{Expect, Hazard, Info};
@@ -33,6 +33,7 @@ const INFO: Info = Info {
     id: "db-optimistic",
     backend: "postgres",
     store: StoreKind::Postgres,
+    stores: &[StoreKind::Postgres, StoreKind::Mysql],
     mechanism: "read stock and version; UPDATE … WHERE version = $v; bounded retries",
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed clients",
@@ -51,13 +52,17 @@ impl Strategy for DbOptimistic {
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let product = ctx.product;
+        let on_mysql = store_of(&INFO, product) == StoreKind::Mysql;
         for attempt in 0..=product.settings.max_retries {
-            let row: Option<(i64, i64)> =
+            let row: Option<(i64, i64)> = if on_mysql {
+                on_mysql::versioned(ctx).await?
+            } else {
                 sqlx::query_as("SELECT stock, version FROM products WHERE id = $1 AND epoch = $2")
                     .bind(product.id)
                     .bind(product.epoch)
                     .fetch_optional(&ctx.backends.pg)
-                    .await?;
+                    .await?
+            };
             let Some((stock, version)) = row else {
                 return Ok(Outcome::busy("the product was reset during the buy"));
             };
@@ -65,7 +70,18 @@ impl Strategy for DbOptimistic {
                 return Ok(Outcome::SoldOut);
             }
             section::work(ctx).await;
-            match compare_and_set(ctx, version).await? {
+            let cas = if on_mysql {
+                // The version check, the decrement and the order in one
+                // statement, the buyer's limit included.
+                match on_mysql::sell_one(ctx, Some(version)).await? {
+                    on_mysql::Sold::Sold(left) => Cas::Sold(left),
+                    on_mysql::Sold::NoMatch => Cas::Lost,
+                    on_mysql::Sold::LimitReached => Cas::LimitReached,
+                }
+            } else {
+                compare_and_set(ctx, version).await?
+            };
+            match cas {
                 Cas::Sold(left) => return Ok(Outcome::Sold { left: Some(left) }),
                 Cas::LimitReached => return Ok(Outcome::LimitReached),
                 Cas::Lost => {}

@@ -5,7 +5,7 @@
 //! holding a connection and a transaction open for the whole section, so
 //! the pool and the row are the ceiling.
 
-use super::{Outcome, Strategy, section};
+use super::{Outcome, Strategy, on_mysql, section, store_of};
 use crate::error::{AtCommit, BackendError};
 use crate::info::{Expect, Hazard, Info};
 use crate::limit;
@@ -19,6 +19,7 @@ const INFO: Info = Info {
     id: "db-pessimistic",
     backend: "postgres",
     store: StoreKind::Postgres,
+    stores: &[StoreKind::Postgres, StoreKind::Mysql],
     mechanism: "SELECT … FOR UPDATE, update, insert order, commit",
     safe: true,
     safe_against: "any concurrency, any number of instances, crashed or frozen clients (the transaction dies with the connection)",
@@ -39,9 +40,13 @@ impl Strategy for DbPessimistic {
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let product = ctx.product;
+        let store = store_of(&INFO, product);
         // Not worth queueing on the row lock to be refused under it.
-        if limit::already_reached(ctx, StoreKind::Postgres).await? {
+        if limit::already_reached(ctx, store).await? {
             return Ok(Outcome::LimitReached);
+        }
+        if store == StoreKind::Mysql {
+            return on_mysql::pessimistic(ctx).await;
         }
         let mut tx = ctx.backends.pg.begin().await?;
         // FOR UPDATE takes the row lock now, so no other buyer can read

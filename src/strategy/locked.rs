@@ -22,7 +22,7 @@ use crate::telemetry;
 fn recheck_every(kind: StoreKind) -> Duration {
     match kind {
         StoreKind::Redis => Duration::from_millis(25),
-        StoreKind::Postgres => Duration::from_millis(250),
+        StoreKind::Postgres | StoreKind::Mysql => Duration::from_millis(250),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod db_pessimistic;
 pub mod group;
 pub mod locked;
 pub mod naive;
+pub mod on_mysql;
 pub mod redis_group;
 pub mod redis_lua;
 pub mod section;
@@ -50,6 +51,8 @@ pub enum StockLayout {
     Redis(Vec<RedisCell>),
     /// `products.stock`.
     Postgres,
+    /// `products.stock` in MySQL.
+    Mysql,
 }
 
 /// The result of one buy attempt that did not fail in a backend.
@@ -123,6 +126,7 @@ pub trait Strategy: Send + Sync {
         match store_of(self.info(), product) {
             StoreKind::Redis => StockLayout::Redis(vec![RedisCell::home(product)]),
             StoreKind::Postgres => StockLayout::Postgres,
+            StoreKind::Mysql => StockLayout::Mysql,
         }
     }
 

@@ -6,7 +6,7 @@
 
 use super::{Outcome, Strategy, section, store_of};
 use crate::error::BackendError;
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::StoreKind;
 use crate::sale::BuyCtx;
 use crate::store::Cell;
@@ -18,6 +18,7 @@ const INFO: Info = Info {
     id: "naive",
     backend: "redis",
     store: StoreKind::Redis,
+    stores: ANY_STORE,
     mechanism: "GET, check, SET on a Redis counter with no lock",
     safe: false,
     safe_against: "nothing; correct only with one buyer at a time",

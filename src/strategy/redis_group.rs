@@ -64,6 +64,7 @@ const INFO: Info = Info {
     id: "redis-group",
     backend: "redis",
     store: StoreKind::Redis,
+    stores: &[StoreKind::Redis],
     mechanism: "group commit: an instance's concurrent buyers of one product sold by one Lua script (a verdict per buyer, one DECRBY, an XADD per order)",
     safe: true,
     safe_against: "any concurrency, any number of instances, slow or crashed clients",

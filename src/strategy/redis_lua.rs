@@ -40,6 +40,7 @@ const INFO: Info = Info {
     id: "redis-lua",
     backend: "redis",
     store: StoreKind::Redis,
+    stores: &[StoreKind::Redis],
     mechanism: "one Lua script: check stock, DECR, XADD the order",
     safe: true,
     safe_against: "any concurrency, any number of instances, slow or crashed clients",

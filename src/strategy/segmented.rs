@@ -45,6 +45,7 @@ const INFO: Info = Info {
     id: "segmented",
     backend: "redis",
     store: StoreKind::Redis,
+    stores: &[StoreKind::Redis],
     mechanism: "stock split into K keys spread over a cluster's masters, each with its own SET NX PX lock; buyers start at a hashed segment and walk on",
     safe: true,
     safe_against: "many instances; high contention (K locks instead of one)",

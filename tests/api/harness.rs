@@ -65,7 +65,13 @@ impl TestLab {
             .filter(|s| s.info().safe)
             .map(|s| s.info().id.to_owned())
             .collect();
-        Audit::connect_lazy(&self.info.postgres_url, None, safe).expect("audit")
+        Audit::connect_lazy(
+            &self.info.postgres_url,
+            Some(&self.info.mysql_url),
+            None,
+            safe,
+        )
+        .expect("audit")
     }
 
     /// A client for one instance directly, bypassing nginx.

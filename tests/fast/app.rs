@@ -52,6 +52,8 @@ pub async fn app_with(extra: &[&str]) -> Router {
             &info.zookeeper,
             "--etcd",
             &info.etcd,
+            "--mysql-url",
+            &info.mysql_url,
             "--admin-token",
             &info.admin_token,
             "--instance",

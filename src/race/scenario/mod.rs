@@ -177,7 +177,12 @@ impl Ctx {
             .map(|s| s.info().id.to_owned())
             .collect();
         let history = self.knobs.history.clone();
-        let result = match Audit::connect_lazy(&lab.info.postgres_url, history, safe) {
+        let result = match Audit::connect_lazy(
+            &lab.info.postgres_url,
+            Some(&lab.info.mysql_url),
+            history,
+            safe,
+        ) {
             Ok(audit) => {
                 self.audit = audit;
                 body(self, &mut lab).await

@@ -1,0 +1,218 @@
+//! The MySQL store: the product's row in MySQL's `products`, written in one
+//! InnoDB transaction with the order's INSERT into MySQL's `orders` — the
+//! articles' own setup, under whichever lock guards it.
+//!
+//! MySQL has no `RETURNING` on `UPDATE`; a statement hands a value back
+//! through `LAST_INSERT_ID(expr)` instead, which the server returns in the
+//! statement's OK packet (the classic MySQL sequence idiom): one round trip,
+//! as PostgreSQL's `RETURNING`.
+
+use sqlx::MySqlPool;
+
+use super::Written;
+use crate::error::{AtCommit, BackendError};
+use crate::limit;
+use crate::sale::BuyCtx;
+
+/// The `orders` INSERT of a MySQL-stored sale (`?` placeholders, bound by
+/// [`bind_order`]).
+pub const INSERT_ORDER: &str = "INSERT INTO orders \
+     (order_id, product_id, epoch, user_id, strategy, served_by) VALUES (?, ?, ?, ?, ?, ?)";
+
+/// Binds `ctx`'s order to [`INSERT_ORDER`].
+pub fn bind_order<'q>(
+    ctx: &'q BuyCtx<'_>,
+) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
+    let order = ctx.order;
+    sqlx::query(INSERT_ORDER)
+        .bind(order.order_id)
+        .bind(order.product_id)
+        .bind(order.epoch)
+        .bind(&order.user_id)
+        .bind(&order.strategy)
+        .bind(&order.served_by)
+}
+
+/// The product's stock; with a fencing token, records it as the newest
+/// that has touched the row, in the same statement that reads (the stock
+/// comes back as `LAST_INSERT_ID`).
+pub async fn read(ctx: &BuyCtx<'_>, fence: Option<u64>) -> Result<i64, BackendError> {
+    let product = ctx.product;
+    let mysql = ctx.backends.mysql()?;
+    match fence {
+        None => Ok(
+            sqlx::query_scalar("SELECT stock FROM products WHERE id = ? AND epoch = ?")
+                .bind(product.id)
+                .bind(product.epoch)
+                .fetch_optional(mysql)
+                .await?
+                .unwrap_or(0),
+        ),
+        Some(token) => {
+            let done = sqlx::query(
+                "UPDATE products SET fence = GREATEST(fence, ?), stock = LAST_INSERT_ID(stock) \
+                 WHERE id = ? AND epoch = ?",
+            )
+            .bind(token as i64)
+            .bind(product.id)
+            .bind(product.epoch)
+            .execute(mysql)
+            .await?;
+            // sqlx asks for found rows: 1 even when nothing changed.
+            Ok(if done.rows_affected() == 0 {
+                0
+            } else {
+                done.last_insert_id() as i64
+            })
+        }
+    }
+}
+
+/// Writes `new_stock`, counts the unit against the buyer's limit and
+/// inserts the order in one transaction; refused when the product was
+/// reset, a newer fencing token touched the row, or the buyer is at the
+/// limit. Run again when InnoDB rolled it back (writers a broken lock lets
+/// in together can deadlock on the row and the buyer counts).
+pub async fn write(
+    ctx: &BuyCtx<'_>,
+    new_stock: i64,
+    fence: Option<u64>,
+) -> Result<Written, BackendError> {
+    again_if_rolled_back(|| try_write(ctx, new_stock, fence)).await
+}
+
+async fn try_write(
+    ctx: &BuyCtx<'_>,
+    new_stock: i64,
+    fence: Option<u64>,
+) -> Result<Written, BackendError> {
+    let product = ctx.product;
+    let mysql = ctx.backends.mysql()?;
+    let mut tx = mysql.begin().await?;
+    // Found rows, not changed rows: a lost update that writes the value
+    // already there still matches.
+    let updated = sqlx::query(
+        "UPDATE products SET stock = ? WHERE id = ? AND epoch = ? AND (? IS NULL OR fence <= ?)",
+    )
+    .bind(new_stock)
+    .bind(product.id)
+    .bind(product.epoch)
+    .bind(fence.map(|t| t as i64))
+    .bind(fence.map(|t| t as i64))
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if updated == 0 {
+        let same_epoch: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM products WHERE id = ? AND epoch = ?")
+                .bind(product.id)
+                .bind(product.epoch)
+                .fetch_optional(&mut *tx)
+                .await?;
+        return Ok(if same_epoch.is_some() {
+            Written::Fenced
+        } else {
+            Written::Reset
+        });
+    }
+    if !limit::claim_mysql(&mut tx, ctx).await? {
+        return Ok(Written::LimitReached);
+    }
+    bind_order(ctx).execute(&mut *tx).await?;
+    tx.commit().await.at_commit()?;
+    Ok(Written::Sold {
+        left: Some(new_stock),
+    })
+}
+
+/// The stock of product `id` in MySQL's row (0 without one).
+pub async fn stock(mysql: &MySqlPool, id: i64) -> Result<i64, BackendError> {
+    Ok(
+        sqlx::query_scalar("SELECT stock FROM products WHERE id = ?")
+            .bind(id)
+            .fetch_optional(mysql)
+            .await?
+            .unwrap_or(0),
+    )
+}
+
+/// A reset's part in MySQL, in one transaction: the product's orders,
+/// buyer counts and lock rows go; its row is written with the new `epoch`
+/// and wave 1's `stock` when the product is stored here (`stock` given),
+/// and deleted otherwise, so a product that leaves MySQL leaves nothing
+/// behind to be counted.
+pub async fn reset(
+    mysql: &MySqlPool,
+    id: i64,
+    epoch: i64,
+    stock: Option<i64>,
+    lock_rows: &[String],
+) -> Result<(), BackendError> {
+    let mut tx = mysql.begin().await?;
+    for delete in [
+        "DELETE FROM orders WHERE product_id = ?",
+        "DELETE FROM buyer_counts WHERE product_id = ?",
+    ] {
+        sqlx::query(delete).bind(id).execute(&mut *tx).await?;
+    }
+    for name in lock_rows {
+        sqlx::query("DELETE FROM locks WHERE name = ?")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+    }
+    match stock {
+        Some(stock) => {
+            sqlx::query(
+                "INSERT INTO products (id, epoch, stock, version, fence, waves_released) \
+                 VALUES (?, ?, ?, 0, 0, 1) ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), \
+                 stock = VALUES(stock), version = 0, fence = 0, waves_released = 1",
+            )
+            .bind(id)
+            .bind(epoch)
+            .bind(stock)
+            .execute(&mut *tx)
+            .await?;
+        }
+        None => {
+            sqlx::query("DELETE FROM products WHERE id = ?")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// How many times a statement InnoDB rolled back is run again.
+const ROLLED_BACK_TRIES: u32 = 5;
+
+/// Runs `step` (one statement or one whole transaction) again while InnoDB
+/// rolls it back ([`rolled_back`]), a few times at most.
+pub async fn again_if_rolled_back<T, F, Fut>(mut step: F) -> Result<T, BackendError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, BackendError>>,
+{
+    let mut tries = 0;
+    loop {
+        match step().await {
+            Err(error) if rolled_back(&error) && tries < ROLLED_BACK_TRIES => tries += 1,
+            done => return done,
+        }
+    }
+}
+
+/// InnoDB rolled the statement's transaction back whole: it was chosen as
+/// a deadlock's victim (1213) or waited past `innodb_lock_wait_timeout`
+/// (1205). Nothing of it happened, so running it again is safe — and a
+/// MySQL application must: InnoDB's next-key and duplicate-key locks make
+/// deadlocks part of normal operation where PostgreSQL has none.
+pub fn rolled_back(error: &BackendError) -> bool {
+    let BackendError::Sql(sqlx::Error::Database(db)) = error else {
+        return false;
+    };
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .is_some_and(|e| matches!(e.number(), 1213 | 1205))
+}
