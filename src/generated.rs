@@ -48,18 +48,20 @@ pub fn jmeter_csv(infos: &[Info]) -> String {
 /// The README's strategy table (Markdown).
 pub fn markdown_table(infos: &[Info]) -> String {
     let mut out = String::from(
-        "| id | backend | mechanism | safe | survives | fails under |\n|---|---|---|---|---|---|\n",
+        "| id | backend | stock in (`store`) | mechanism | safe | survives | fails under |\n|---|---|---|---|---|---|---|\n",
     );
     for info in infos {
+        let stores: Vec<&str> = info.stores.iter().map(|s| s.as_str()).collect();
         let recipes: Vec<&str> = info.recipes.iter().map(|r| r.as_str()).collect();
         let mechanism = match recipes.is_empty() {
             true => info.mechanism.to_owned(),
             false => format!("{}; `recipe`: {}", info.mechanism, recipes.join(", ")),
         };
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {} | {} |\n",
             info.id,
             info.backend,
+            stores.join(", "),
             mechanism.replace('|', "\\|"),
             if info.safe { "yes" } else { "**no**" },
             info.safe_against,

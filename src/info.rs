@@ -47,6 +47,10 @@ pub enum Hazard {
     /// and the replica promoted by Sentinel (`redis-failover`): whatever
     /// those writes held — a lock, a fencing token, a decrement — is gone.
     Failover,
+    /// The same race under REPEATABLE READ on PostgreSQL and on MySQL's
+    /// InnoDB (`repeatable-read`): the declared outcome is InnoDB's; the
+    /// PostgreSQL row is the control, expected never to oversell.
+    RepeatableRead,
 }
 
 /// What a strategy is expected to do in a race. Every expectation also

@@ -297,6 +297,24 @@ fn a_postgres_restart_is_reported_honestly_and_recovered_from() {
 }
 
 #[test]
+fn the_same_transaction_oversells_on_innodb_only() {
+    let rows = scenario("repeatable-read");
+    let declared = under(Hazard::RepeatableRead);
+    assert!(
+        declared.iter().any(|(_, e)| *e == Expect::Oversells),
+        "some strategy shows InnoDB's lost update"
+    );
+    assert_eq!(rows.len(), 2 * declared.len());
+    for (strategy, on_innodb) in declared {
+        assert_key_number(row(&rows, strategy, "store=postgres"), Expect::SellsAll);
+        assert_key_number(row(&rows, strategy, "store=mysql"), on_innodb);
+    }
+    for r in &rows {
+        assert!(r.met, "{r:?}");
+    }
+}
+
+#[test]
 fn a_killed_instance_leaves_unknowns_but_no_lie_and_no_replay() {
     let rows = scenario("instance-kill");
     assert_eq!(rows.len(), 2);

@@ -109,7 +109,7 @@ pub struct RaceArgs {
     /// injects its fault): contention, two-instances-local-lock,
     /// lease-expiry, frozen-holder, holder-crash, redlock-minority-down,
     /// segment-scaling, rate-limit, redis-crash, pg-restart,
-    /// instance-kill, partition, redis-failover, cluster-spread,
+    /// repeatable-read, instance-kill, partition, redis-failover, cluster-spread,
     /// cluster-failover, or all. Exits 1 unless
     /// every expectation is met.
     #[arg(long, env = "SECKILL_RACE_SCENARIO")]

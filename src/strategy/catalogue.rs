@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::group::Grouped;
 use super::locked::Locked;
 use super::{
-    Sells, db_atomic, db_group, db_optimistic, db_pessimistic, naive, redis_group, redis_lua,
-    segmented,
+    Sells, db_atomic, db_group, db_optimistic, db_pessimistic, db_transaction, naive, redis_group,
+    redis_lua, segmented,
 };
 use crate::info::Info;
 use crate::lock::{
@@ -40,6 +40,7 @@ impl Catalogue {
                 Arc::new(Locked::new(zookeeper::INFO, zookeeper::ZooKeeperLock)),
                 Arc::new(Locked::new(etcd::INFO, etcd::EtcdLock)),
                 Arc::new(Locked::new(db_lock_table::INFO, db_lock_table::DbLockTable)),
+                Arc::new(db_transaction::DbTransaction),
                 Arc::new(db_pessimistic::DbPessimistic),
                 Arc::new(db_optimistic::DbOptimistic),
                 Arc::new(db_atomic::DbAtomic),

@@ -48,6 +48,7 @@ const INFO: Info = Info {
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::SellsAll),
+        (Hazard::RepeatableRead, Expect::SellsAll),
     ],
     recipes: &[],
 };

@@ -41,6 +41,7 @@ const INFO: Info = Info {
     under: &[
         (Hazard::Contention, Expect::NoOversell),
         (Hazard::LeaseExpiry, Expect::NoOversell),
+        (Hazard::RepeatableRead, Expect::SellsAll),
     ],
     recipes: &[],
 };

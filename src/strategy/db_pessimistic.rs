@@ -29,6 +29,7 @@ const INFO: Info = Info {
         (Hazard::LeaseExpiry, Expect::SellsAll),
         (Hazard::FrozenHolder, Expect::NoOversell),
         (Hazard::HolderCrash, Expect::SellsAll),
+        (Hazard::RepeatableRead, Expect::SellsAll),
     ],
     recipes: &[],
 };

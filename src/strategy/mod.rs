@@ -19,6 +19,7 @@ pub mod db_atomic;
 pub mod db_group;
 pub mod db_optimistic;
 pub mod db_pessimistic;
+pub mod db_transaction;
 pub mod group;
 pub mod locked;
 pub mod naive;

@@ -13,6 +13,7 @@ mod idempotency;
 mod limits;
 mod locks;
 mod metrics;
+mod mysql;
 mod prebooking;
 mod races;
 mod shutdown;

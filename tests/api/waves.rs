@@ -16,7 +16,8 @@ async fn sleep_until(ms: u64) {
 }
 
 /// 5 units in 3 waves (2, 2, 1), 1.5 s apart, under a Redis counter, a
-/// PostgreSQL row and two segments: each wave sells exactly its share.
+/// PostgreSQL row, two segments and a MySQL row: each wave sells exactly
+/// its share.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_wave_sells_its_share_and_no_more() {
     let lab = shared();
@@ -26,6 +27,7 @@ async fn each_wave_sells_its_share_and_no_more() {
         (1907, json!({"strategy": "redis-lua"})),
         (1908, json!({"strategy": "db-atomic"})),
         (1909, json!({"strategy": "segmented", "segments": 2})),
+        (1912, json!({"strategy": "db-atomic", "store": "mysql"})),
     ];
     let opens = now_ms() + 500;
     for (id, body) in &cases {

@@ -21,6 +21,7 @@ mod rate_limit;
 mod redis_crash;
 mod redis_failover;
 mod redlock_minority;
+mod repeatable_read;
 mod segment_scaling;
 
 pub use cluster_spread::{HOT_MIN, MasterLoad, SPREAD_MAX};
@@ -51,6 +52,7 @@ pub const NAMES: &[&str] = &[
     "rate-limit",
     "redis-crash",
     "pg-restart",
+    "repeatable-read",
     "instance-kill",
     "partition",
     "redis-failover",
@@ -303,6 +305,7 @@ pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
             "rate-limit" => rate_limit::run(&mut ctx).await,
             "redis-crash" => redis_crash::run(&mut ctx).await,
             "pg-restart" => pg_restart::run(&mut ctx).await,
+            "repeatable-read" => repeatable_read::run(&mut ctx).await,
             "instance-kill" => instance_kill::run(&mut ctx).await,
             "partition" => partition::run(&mut ctx).await,
             "redis-failover" => redis_failover::run(&mut ctx).await,
