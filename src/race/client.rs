@@ -43,21 +43,23 @@ pub struct CatalogEntry {
 impl CatalogEntry {
     /// The comparison's labels for this strategy: its id, then
     /// `id:recipe` for each other recipe, then, for a database strategy
-    /// (its own store PostgreSQL), `id@mysql` for each other database it
-    /// runs on: the same mechanism on InnoDB, a row of its own.
+    /// (its own store PostgreSQL or MySQL), `id@store` for each other
+    /// database it runs on: the same mechanism on the other database, a
+    /// row of its own.
     pub fn labels(&self) -> Vec<String> {
-        let databases = match self.store {
-            Some(StoreKind::Postgres) => self
+        let databases = [StoreKind::Postgres, StoreKind::Mysql];
+        let others: Vec<String> = match self.store {
+            Some(own) if databases.contains(&own) => self
                 .stores
                 .iter()
-                .filter(|s| **s == StoreKind::Mysql)
+                .filter(|s| **s != own && databases.contains(s))
                 .map(|s| format!("{}@{}", self.id, s.as_str()))
                 .collect(),
             _ => Vec::new(),
         };
         std::iter::once(self.id.clone())
             .chain(self.recipes.iter().map(|r| format!("{}:{r}", self.id)))
-            .chain(databases)
+            .chain(others)
             .collect()
     }
 }
