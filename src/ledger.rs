@@ -20,7 +20,7 @@ use crate::backends::Backends;
 use crate::error::BackendError;
 use crate::orders::writer::parse_entry;
 use crate::placement::Placed;
-use crate::product::{Product, Settings, keys};
+use crate::product::{Product, Settings, StoreKind, keys};
 use crate::store::{RedisCell, mysql_store};
 use crate::strategy::{Catalogue, StockLayout};
 use crate::waves;
@@ -58,6 +58,11 @@ pub struct Ledger {
     pub unknown: i64,
     /// Reset generation.
     pub epoch: i64,
+    /// Where the stock is, and so where a database strategy's orders
+    /// are: `mysql` means MySQL's `orders` (a history check reads them
+    /// there); every other order ends in PostgreSQL's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreKind>,
     /// The product's knobs.
     pub settings: Settings,
     /// Where the stock lives, counter by counter (`GET /stock/{id}`
@@ -84,6 +89,11 @@ pub async fn compute(
             .cloned()
             .unwrap_or_default();
         let layout = layout(catalogue, product);
+        let store = match layout {
+            StockLayout::Redis(_) => StoreKind::Redis,
+            StockLayout::Postgres => StoreKind::Postgres,
+            StockLayout::Mysql => StoreKind::Mysql,
+        };
         let (in_table, pending): (i64, i64) =
             match layout {
                 // A MySQL-stored sale inserts its order in its own
@@ -126,6 +136,7 @@ pub async fn compute(
             pending,
             unknown: unknown.unwrap_or(0),
             epoch: product.epoch,
+            store: Some(store),
             settings: product.settings,
             placement: None,
         });

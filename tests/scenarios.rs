@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use seckill::info::{Expect, Hazard};
+use seckill::product::StoreKind;
 use seckill::race::scenario::{
     HOT_MIN, LOCK_AND_STORE, LOCK_ONLY, MIN_SPEEDUP, SPREAD_MAX, ScenarioRow,
 };
@@ -341,7 +342,9 @@ fn every_safe_strategy_holds_in_every_repeated_race() {
     assert!(status.success(), "seckill race --repeat exited {status}");
     let rows: Vec<seckill::race::driver::Row> =
         serde_json::from_str(&std::fs::read_to_string(out.path()).expect("json")).expect("rows");
-    // Every safe strategy, and each of its recipes as `id:recipe`.
+    // Every safe strategy, each of its recipes as `id:recipe`, and a
+    // database strategy on each other database it takes as `id@store`.
+    let databases = [StoreKind::Postgres, StoreKind::Mysql];
     let safe: Vec<String> = Catalogue::new()
         .infos()
         .into_iter()
@@ -351,10 +354,19 @@ fn every_safe_strategy_holds_in_every_repeated_race() {
                 .recipes
                 .iter()
                 .map(move |r| format!("{}:{}", i.id, r.as_str()));
-            std::iter::once(i.id.to_owned()).chain(recipes)
+            let stores = i
+                .stores
+                .iter()
+                .filter(move |s| databases.contains(&i.store) && databases.contains(s))
+                .filter(move |s| **s != i.store)
+                .map(move |s| format!("{}@{}", i.id, s.as_str()));
+            std::iter::once(i.id.to_owned())
+                .chain(recipes)
+                .chain(stores)
         })
         .collect();
     assert!(safe.iter().any(|l| l == "zookeeper:read-write"), "{safe:?}");
+    assert!(safe.iter().any(|l| l == "db-atomic@mysql"), "{safe:?}");
     assert_eq!(rows.len(), repeat * safe.len(), "{rows:?}");
     for id in safe {
         let races: Vec<_> = rows.iter().filter(|r| r.strategy == id).collect();

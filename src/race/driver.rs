@@ -128,7 +128,7 @@ impl Audit {
                 safe: self.safe.contains(&ledger.strategy),
                 initial: ledger.initial,
                 per_user_limit: ledger.settings.per_user_limit,
-                orders_in: ledger.settings.store.filter(|s| *s == StoreKind::Mysql),
+                orders_in: ledger.store.filter(|s| *s == StoreKind::Mysql),
             },
             events: attempts.iter().map(|a| a.event(began)).collect(),
         };
