@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: builds a release binary, brings up the whole topology
-# natively (Redis, PostgreSQL, ZooKeeper, etcd, 2 instances, nginx), races
-# every strategy (and each of its recipes) and prints the comparison (also
+# natively (Redis, PostgreSQL, MariaDB, ZooKeeper, etcd, 2 instances,
+# nginx), races every strategy (each of its recipes, and a database
+# strategy on the other database too) and prints the comparison (also
 # written to compare.json, and drawn in compare.html). Extra arguments go to `seckill race` (see `seckill race
 # --help`).
 set -euo pipefail

@@ -191,7 +191,8 @@ pub async fn prepare(args: &ServeArgs) -> anyhow::Result<Backends> {
 
 /// MySQL's own schema, applied once however many instances start
 /// together. sqlx's own guard, `GET_LOCK(name, -1)`, does not wait on
-/// MariaDB (a negative timeout is MySQL's "forever" only), and two
+/// MariaDB (a negative timeout is MySQL's "forever" only; MariaDB 10.11
+/// answers NULL at once, and sqlx ignores the answer), and two
 /// instances then apply the same migration: so the migrator runs under a
 /// named lock of our own that does wait, on the connection that holds it.
 async fn migrate_mysql(mysql: &sqlx::MySqlPool) -> anyhow::Result<()> {

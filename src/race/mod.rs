@@ -108,8 +108,8 @@ pub struct RaceArgs {
     /// Run a named failure scenario instead (each starts its own lab and
     /// injects its fault): contention, two-instances-local-lock,
     /// lease-expiry, frozen-holder, holder-crash, redlock-minority-down,
-    /// segment-scaling, rate-limit, redis-crash, pg-restart,
-    /// repeatable-read, instance-kill, partition, redis-failover, cluster-spread,
+    /// segment-scaling, rate-limit, repeatable-read, redis-crash,
+    /// pg-restart, instance-kill, partition, redis-failover, cluster-spread,
     /// cluster-failover, or all. Exits 1 unless
     /// every expectation is met.
     #[arg(long, env = "SECKILL_RACE_SCENARIO")]
