@@ -19,6 +19,10 @@ have docker-compose || need+=(docker-compose)
 # MariaDB (the `mysql` store): the lab runs its own mariadbd, initialised
 # by mariadb-install-db.
 have mariadbd || need+=(mariadb-server)
+# Prometheus and its nginx exporter (`seckill lab --observe`; promtool
+# checks both Prometheus configurations in tests/observe.rs).
+have prometheus || need+=(prometheus)
+have prometheus-nginx-exporter || need+=(prometheus-nginx-exporter)
 # etcd (the `etcd` lease lock), started by the lab.
 have etcd || need+=(etcd-server)
 # protoc and its well-known types: etcd-client's build script compiles

@@ -11,7 +11,7 @@ cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked
 SECKILL_ADMIN_TOKEN=validation-only docker-compose -f docker-compose.yml config -q
-for profile in cluster jmeter; do
+for profile in cluster jmeter observe; do
   SECKILL_ADMIN_TOKEN=validation-only docker-compose -f docker-compose.yml --profile "$profile" config -q
 done
 echo "all checks passed"

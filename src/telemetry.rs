@@ -14,6 +14,9 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Buy attempts by strategy and outcome.
 pub const BUYS: &str = "seckill_buys_total";
+/// How long a buy that ran its strategy took, from the request's arrival
+/// to the outcome, by strategy: what the dashboards' p50 and p99 are.
+pub const BUY_DURATION: &str = "seckill_buy_duration_seconds";
 /// Buys answered `sold_out` from the instance's memory (no strategy ran).
 pub const SOLD_OUT_FLAG: &str = "seckill_sold_out_flag_total";
 /// Time from the start of a buy until its lock was held, by strategy.
@@ -34,6 +37,11 @@ pub const GROUP_WAIT: &str = "seckill_group_wait_seconds";
 /// Requests the instance turned away before any strategy ran, by reason
 /// (`rate_limited`, `overloaded`, `timeout`).
 pub const REJECTED: &str = "seckill_rejected_total";
+
+/// Every reason a request is turned away for ([`rejected`]'s): each
+/// series exists from the start at 0, so a dashboard's `rate()` shows a
+/// flat zero rather than no data until the first rejection.
+pub const REJECT_REASONS: [&str; 3] = ["rate_limited", "overloaded", "timeout"];
 
 /// Latency buckets in seconds: 1 ms to 10 s.
 const SECONDS: &[f64] = &[
@@ -75,6 +83,11 @@ pub async fn upkeep(handle: PrometheusHandle, mut shutdown: tokio::sync::watch::
 
 fn describe() {
     describe_counter!(BUYS, "Buy attempts by strategy and outcome.");
+    describe_histogram!(
+        BUY_DURATION,
+        metrics::Unit::Seconds,
+        "Time a buy took, arrival to outcome, when its strategy ran."
+    );
     describe_counter!(SOLD_OUT_FLAG, "Buys answered sold_out from memory.");
     describe_histogram!(
         LOCK_WAIT,
@@ -93,6 +106,9 @@ fn describe() {
         "Age of an order when the writer stored it."
     );
     describe_counter!(REJECTED, "Requests turned away before any strategy ran.");
+    for reason in REJECT_REASONS {
+        counter!(REJECTED, "reason" => reason).increment(0);
+    }
     describe_histogram!(
         GROUP_SIZE,
         metrics::Unit::Count,
@@ -106,9 +122,10 @@ fn describe() {
 }
 
 /// One buy's outcome (`sold`, `sold_out`, `limit_reached`, `busy`,
-/// `error`) under `strategy`.
-pub fn buy(strategy: &'static str, outcome: &'static str) {
+/// `error`) under `strategy`, reached `took` after the request arrived.
+pub fn buy(strategy: &'static str, outcome: &'static str, took: Duration) {
     counter!(BUYS, "strategy" => strategy, "outcome" => outcome).increment(1);
+    histogram!(BUY_DURATION, "strategy" => strategy).record(took.as_secs_f64());
 }
 
 /// A `sold_out` answered from the local flag.
@@ -147,7 +164,8 @@ pub fn group(strategy: &'static str, size: usize, waits: impl Iterator<Item = Du
     }
 }
 
-/// A request turned away by the instance's edge.
+/// A request turned away by the instance's edge, for one of
+/// [`REJECT_REASONS`].
 pub fn rejected(reason: &'static str) {
     counter!(REJECTED, "reason" => reason).increment(1);
 }

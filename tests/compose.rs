@@ -54,6 +54,43 @@ fn serve_env() -> BTreeSet<String> {
         .collect()
 }
 
+/// The `observe` profile: Prometheus reads the repository's configuration,
+/// Grafana its provisioning and dashboard, and the dashboard's data source
+/// is the one provisioned.
+#[test]
+fn compose_observe_profile_mounts_the_repositorys_monitoring() {
+    let compose = compose();
+    let services = compose["services"].as_mapping().expect("services");
+    for name in ["prometheus", "grafana", "nginx-exporter"] {
+        let service = &services[name];
+        assert_eq!(
+            service["profiles"][0].as_str(),
+            Some("observe"),
+            "{name} is in the observe profile"
+        );
+        for volume in service["volumes"].as_sequence().into_iter().flatten() {
+            let source = volume.as_str().expect("volume").split(':').next().unwrap();
+            if let Some(path) = source.strip_prefix("./") {
+                assert!(
+                    std::path::Path::new(ROOT).join(path).exists(),
+                    "{name} mounts {source}, which is not in the repository"
+                );
+            }
+        }
+    }
+    let read = |path: &str| std::fs::read_to_string(format!("{ROOT}/{path}")).expect(path);
+    let datasources: Value = serde_yaml_ng::from_str(&read(
+        "monitoring/grafana/provisioning/datasources/prometheus.yml",
+    ))
+    .expect("YAML");
+    let uid = datasources["datasources"][0]["uid"].as_str().expect("uid");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read("monitoring/grafana/dashboards/seckill.json")).expect("JSON");
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        assert_eq!(panel["datasource"]["uid"], uid, "{}", panel["title"]);
+    }
+}
+
 #[test]
 fn compose_runs_the_services_the_lab_runs() {
     let lab = TestLab::start(1);

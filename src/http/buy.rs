@@ -262,7 +262,7 @@ async fn sell(
         app.backends().lane.retire(&lane, error);
     }
     let label = outcome.as_ref().map_or("error", Outcome::label);
-    telemetry::buy(strategy.info().id, label);
+    telemetry::buy(strategy.info().id, label, started.elapsed());
     tracing::debug!(outcome = label, "buy done");
     let refusal = match outcome {
         Ok(Outcome::Sold { left }) => {

@@ -31,6 +31,12 @@ pub fn mariadb(name: &str) -> anyhow::Result<PathBuf> {
     )
 }
 
+/// A program Debian installs in /usr/bin (Prometheus and its nginx
+/// exporter): PATH, then /usr/bin.
+pub fn in_path(name: &str) -> anyhow::Result<PathBuf> {
+    search(name, path_dirs().chain([PathBuf::from("/usr/bin")]))
+}
+
 /// redis-cli (Debian's redis-tools, which redis-server depends on): PATH,
 /// then /usr/bin.
 pub fn redis_cli() -> anyhow::Result<PathBuf> {

@@ -12,6 +12,7 @@ mod find;
 pub mod links;
 mod mysql;
 pub mod nginx;
+mod observe;
 mod postgres;
 pub mod process;
 pub mod proxy;
@@ -93,6 +94,10 @@ pub struct LabArgs {
     /// can fail over.
     #[arg(long, env = "SECKILL_LAB_CLUSTER_REPLICAS", requires = "redis_cluster")]
     pub cluster_replicas: bool,
+    /// Also start Prometheus scraping every instance and nginx (through
+    /// prometheus-nginx-exporter), and print its URL.
+    #[arg(long, env = "SECKILL_LAB_OBSERVE")]
+    pub observe: bool,
 }
 
 impl LabArgs {
@@ -113,6 +118,7 @@ impl LabArgs {
             redis_sentinel: false,
             redis_cluster: None,
             cluster_replicas: false,
+            observe: false,
         }
     }
 }
@@ -177,6 +183,9 @@ pub struct LabInfo {
     /// etcd's client `host:port`.
     #[serde(default)]
     pub etcd: String,
+    /// With `--observe`: Prometheus, scraping the instances and nginx.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prometheus_url: Option<String>,
     /// Every process the lab owns, by name.
     pub processes: Vec<ProcessInfo>,
     /// The lab's temporary directory (logs live here).
@@ -270,6 +279,9 @@ impl Lab {
             lab.start_instances(args.instances, &args.instance_env, args.proxied)
                 .await?;
             lab.start_gateway(args.gateway_port, &args.gateway).await?;
+            if args.observe {
+                lab.start_observer().await?;
+            }
         }
         Ok(lab)
     }
@@ -396,6 +408,37 @@ impl Lab {
         self.wait(server, move || {
             let url = url.clone();
             async move { http_ok(&url).await }
+        })
+        .await
+    }
+
+    /// Prometheus and the nginx exporter, on the running instances and
+    /// gateway.
+    async fn start_observer(&mut self) -> anyhow::Result<()> {
+        let dir = self.info.dir.join("prometheus");
+        let exporter_port = free_port()?;
+        let status = format!("{}/stub_status", self.info.gateway_url);
+        let exporter = observe::start_exporter(&dir, &status, exporter_port)?;
+        let metrics = format!("http://127.0.0.1:{exporter_port}/metrics");
+        self.wait(exporter, move || {
+            let url = metrics.clone();
+            async move { http_ok(&url).await }
+        })
+        .await?;
+        let instances: Vec<String> = self
+            .info
+            .instances
+            .iter()
+            .map(|i| i.url.trim_start_matches("http://").to_owned())
+            .collect();
+        let config = observe::config(&instances, &format!("127.0.0.1:{exporter_port}"));
+        let port = free_port()?;
+        let server = observe::start_prometheus(&dir, &config, port)?;
+        let url = format!("http://127.0.0.1:{port}");
+        self.info.prometheus_url = Some(url.clone());
+        self.wait(server, move || {
+            let ready = format!("{url}/-/ready");
+            async move { http_ok(&ready).await }
         })
         .await
     }
@@ -590,6 +633,9 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
             lab.info.durability.as_str(),
             lab.info.redis_fsync.as_str()
         );
+        if let Some(url) = &lab.info.prometheus_url {
+            println!("  prometheus   {url}");
+        }
         println!("  logs         {}", lab.info.dir.display());
         println!("Ctrl-C stops it and removes everything.");
     }
