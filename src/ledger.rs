@@ -199,7 +199,12 @@ async fn remaining(backends: &Backends, id: i64, layout: StockLayout) -> Result<
     match layout {
         StockLayout::Redis(cells) => {
             let stock_keys: Vec<String> = cells.into_iter().map(|c| c.key).collect();
-            let values = backends.redis.get().await?.get_each(&stock_keys).await?;
+            let values = backends
+                .redis
+                .get()
+                .await?
+                .get_each::<i64>(&stock_keys)
+                .await?;
             Ok(values.into_iter().flatten().sum())
         }
         StockLayout::Postgres => Ok(

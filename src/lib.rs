@@ -54,6 +54,7 @@ pub mod info;
 pub mod lab;
 pub mod ledger;
 pub mod limit;
+pub mod live;
 pub mod lock;
 pub mod orders;
 pub mod placement;

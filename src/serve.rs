@@ -18,6 +18,7 @@ use crate::backends::redlock::Master;
 use crate::backends::zookeeper::ZkSession;
 use crate::edge::EdgeArgs;
 use crate::http::{AppState, router};
+use crate::live;
 use crate::orders::writer;
 use crate::reservation::Reservations;
 use crate::soldout::{self, Memory};
@@ -136,6 +137,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         memory.clone(),
         stopping.clone(),
     ));
+    let live = tokio::spawn(live::publish(
+        backends.clone(),
+        instance.clone(),
+        memory.clone(),
+        stopping.clone(),
+    ));
     let metrics = telemetry::install();
     let upkeep = tokio::spawn(telemetry::upkeep(metrics.clone(), stopping));
     let reservations = Reservations::new(args.reservation_key.as_deref(), &args.admin_token);
@@ -153,7 +160,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("http stopped; draining the order writer");
     let _ = stop.send(true);
     writer.await.context("order writer panicked")?;
-    let _ = tokio::join!(listener_task, upkeep);
+    let _ = tokio::join!(listener_task, upkeep, live);
     tracing::info!("stopped");
     Ok(())
 }

@@ -14,6 +14,7 @@
 //! The same message makes every instance forget its copy of the product
 //! ([`ProductCache`]): an instance's [`Memory`] is forgotten as one.
 
+use crate::live::LiveStats;
 use crate::waves::Released;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -48,6 +49,8 @@ pub struct Memory {
     pub products: ProductCache,
     /// How many waves of each product this instance knows are on sale.
     pub waves: Released,
+    /// What the last minute answered, per product (the live view).
+    pub live: LiveStats,
 }
 
 impl Memory {
@@ -56,6 +59,7 @@ impl Memory {
         self.sold_out.clear(id);
         self.products.forget(id);
         self.waves.forget(id);
+        self.live.forget(id);
     }
 
     /// Forgets every product (the subscription was lost: resets may have
@@ -63,6 +67,7 @@ impl Memory {
     pub fn forget_all(&self) {
         self.sold_out.clear_all();
         self.products.forget_all();
+        self.live.forget_all();
     }
 }
 

@@ -176,7 +176,7 @@ pub async fn on_sale(
     let held: Vec<u32> = match layout {
         StockLayout::Redis(cells) => {
             let keys: Vec<String> = cells.iter().map(waves_key).collect();
-            let values = backends.redis.get().await?.get_each(&keys).await?;
+            let values = backends.redis.get().await?.get_each::<i64>(&keys).await?;
             values
                 .into_iter()
                 .map(|v| v.map_or(1, |w| w.max(1) as u32))

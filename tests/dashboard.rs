@@ -1,7 +1,9 @@
-//! The live dashboard (`GET /` through the gateway) in a real browser:
-//! headless Chromium loads it while a race runs and takes a screenshot, in
-//! which a bar per product is drawn and the oversell shows in red; after
-//! the race, the numbers the page drew are the numbers `/report` gives.
+//! The live page (`GET /` through the gateway) in a real browser: headless
+//! Chromium loads it while a race runs and takes a screenshot, in which a
+//! bar per product is drawn and the oversell shows in red; after the race,
+//! the numbers the page drew — the chart's bars and each product's card —
+//! are the numbers `/report` gives, and each card shows the minute's
+//! answers and the instances that served them.
 
 #[allow(dead_code)] // the API tests use the rest of the harness
 #[path = "api/harness.rs"]
@@ -63,6 +65,33 @@ fn drawn_bars(dom: &str) -> BTreeMap<String, (String, i64, i64, i64)> {
                     number("data-initial"),
                     number("data-sold"),
                     number("data-oversold"),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Per drawn card, by product id: `(data-initial, data-sold,
+/// data-oversold)` and the card's text.
+fn drawn_cards(dom: &str) -> BTreeMap<i64, ((i64, i64, i64), String)> {
+    dom.split("<div class=\"card\"")
+        .skip(1)
+        .map(|rest| {
+            let tag = rest.split('>').next().expect("tag");
+            let number = |name: &str| -> i64 {
+                let start = tag.find(&format!("{name}=\"")).expect(name) + name.len() + 2;
+                tag[start..].split('"').next().unwrap().parse().expect(name)
+            };
+            let body = rest.split("<div class=\"card\"").next().unwrap_or(rest);
+            (
+                number("data-id"),
+                (
+                    (
+                        number("data-initial"),
+                        number("data-sold"),
+                        number("data-oversold"),
+                    ),
+                    body.to_owned(),
                 ),
             )
         })
@@ -187,4 +216,22 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
         );
     }
     assert!(report.iter().any(|l| l.oversold > 0), "naive oversold");
+    // Each product's card: the same numbers, the minute's answers and the
+    // two instances that served them (the gateway round-robins).
+    let cards = drawn_cards(&dom);
+    assert_eq!(cards.len(), report.len(), "{cards:?}");
+    for ledger in &report {
+        let (numbers, text) = &cards[&ledger.id];
+        assert_eq!(
+            *numbers,
+            (ledger.initial, ledger.sold, ledger.oversold),
+            "card {}",
+            ledger.id
+        );
+        assert!(text.contains(&format!("sold {}", ledger.sold)), "{text}");
+        assert!(
+            text.contains("served by instance-a") && text.contains("instance-b"),
+            "{text}"
+        );
+    }
 }

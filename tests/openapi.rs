@@ -130,10 +130,21 @@ async fn schemathesis_finds_the_service_as_documented() {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let har = dir.path().join("run.har");
     let started = std::time::Instant::now();
+    // The stores each strategy takes, for the hooks (the document lists
+    // every store; which one a strategy takes is the catalogue's).
+    let stores: serde_json::Map<String, serde_json::Value> = seckill::strategy::Catalogue::new()
+        .infos()
+        .into_iter()
+        .map(|info| (info.id.to_owned(), json!(info.stores)))
+        .collect();
     let status = tokio::process::Command::new(root.join("scripts/schemathesis.sh"))
         // Schemathesis keeps its example database and reports in its
         // working directory.
         .current_dir(dir.path())
+        .env(
+            "SECKILL_STORES",
+            serde_json::Value::Object(stores).to_string(),
+        )
         .arg(format!("{gateway}/openapi.json"))
         .args([
             "--header",

@@ -24,11 +24,14 @@ pub enum RedisConn {
 }
 
 impl RedisConn {
-    /// The integer at each key (`None` when missing), one `GET` per key
+    /// The value at each key (`None` when missing), one `GET` per key
     /// sent at once: on a cluster the keys may live on different masters
     /// (an `MGET` may not span slots); on one server the multiplexed
     /// connection pipelines them into one round trip anyway.
-    pub async fn get_each(&self, keys: &[String]) -> redis::RedisResult<Vec<Option<i64>>> {
+    pub async fn get_each<T: redis::FromRedisValue>(
+        &self,
+        keys: &[String],
+    ) -> redis::RedisResult<Vec<Option<T>>> {
         let gets = keys.iter().map(|key| {
             let mut conn = self.clone();
             async move { redis::cmd("GET").arg(key).query_async(&mut conn).await }

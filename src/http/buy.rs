@@ -17,6 +17,7 @@ use super::AppState;
 use crate::backends::lane::LaneConn;
 use crate::error::{ApiError, BackendError, ErrorBody};
 use crate::idempotency::{self, Claim, Claimed, Sold};
+use crate::live;
 use crate::orders::Order;
 use crate::product::{Product, Window, now_ms, parse_id, truncate};
 use crate::products;
@@ -89,6 +90,45 @@ pub async fn buy(
     let started = Instant::now();
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let id = parse_id(&raw_id)?;
+    let answered = answer(&app, id, query, headers, started).await;
+    // The live view counts what buyers of a known product were told.
+    if let Some(kind) = live_answer(&answered) {
+        app.inner
+            .memory
+            .live
+            .record(id, kind, started.elapsed(), now_ms() / 1000);
+    }
+    answered
+}
+
+/// The live view's kind of an answer; `None` for a request that named no
+/// product the service knows, or was malformed.
+fn live_answer(answered: &Result<Response, ApiError>) -> Option<live::Answer> {
+    use live::Answer;
+    Some(match answered {
+        Ok(_) => Answer::Sold,
+        Err(ApiError::SoldOut | ApiError::SoldOutUntil { .. }) => Answer::SoldOut,
+        Err(ApiError::Busy { .. } | ApiError::RateLimited { .. }) => Answer::Busy,
+        Err(ApiError::LimitReached) => Answer::LimitReached,
+        Err(ApiError::OutcomeUnknown { .. }) => Answer::Unknown,
+        Err(ApiError::NotStarted { .. } | ApiError::Ended | ApiError::NotReserved) => {
+            Answer::Refused
+        }
+        Err(ApiError::Backend(BackendError::OutcomeUnknown(_))) => Answer::Unknown,
+        Err(ApiError::Backend(_) | ApiError::NotReady(_)) => Answer::Error,
+        Err(_) => return None,
+    })
+}
+
+/// [`buy`] once the product id is known.
+async fn answer(
+    app: &AppState,
+    id: i64,
+    query: Result<Query<BuyQuery>, QueryRejection>,
+    headers: HeaderMap,
+    started: Instant,
+) -> Result<Response, ApiError> {
+    let app = app.clone();
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let user = buyer(&headers, query.user)?;
     let key = idempotency::parse(&headers)?;

@@ -234,6 +234,7 @@ mod tests {
             "POST /stock/{id}/reserve",
             "GET /stock/{id}",
             "GET /report",
+            "GET /live",
             "PUT /admin/products/{id}",
             "GET /strategies",
             "GET /healthz",

@@ -4,6 +4,7 @@
 mod admin;
 mod buy;
 mod document;
+mod live;
 mod meta;
 mod report;
 mod reserve;
@@ -148,6 +149,7 @@ fn routes(edge: Option<&EdgeArgs>) -> OpenApiRouter<AppState> {
         .routes(routes!(report::one))
         .routes(routes!(report::all))
         .routes(routes!(report::dashboard))
+        .routes(routes!(live::view))
         .routes(routes!(admin::reset).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)))
         .routes(routes!(meta::strategies))
         .routes(routes!(meta::healthz))

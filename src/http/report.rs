@@ -1,5 +1,5 @@
-//! `GET /stock/{id}` and `GET /report`: the ledger; `GET /`: the same as a
-//! live chart.
+//! `GET /stock/{id}` and `GET /report`: the ledger; `GET /`: the live page
+//! (its data: `GET /live`).
 
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -17,8 +17,8 @@ use crate::lock::Reading;
 use crate::product::parse_id;
 use crate::{placement, products};
 
-/// The live dashboard (`GET /`): the comparison chart, refreshed every
-/// second from `/report?format=svg`.
+/// The live page (`GET /`): the comparison chart and each product's last
+/// minute, refreshed every second from `GET /live`.
 #[utoipa::path(
     get,
     path = "/",

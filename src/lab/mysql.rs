@@ -21,7 +21,13 @@ pub const DATABASE: &str = "seckill";
 /// `port`, durable or not as `mode` says.
 pub async fn start(dir: &Path, port: u16, mode: Durability) -> anyhow::Result<Managed> {
     let data = dir.join("data");
+    // Its own temporary directory: two labs bootstrapping at once in the
+    // shared /tmp collide on InnoDB's temporary tables (seen: one
+    // mariadb-install-db in three failed, "Unknown table
+    // 'mysql.tmp_proxies_priv'"; none in ten with a directory each).
+    let tmp = dir.join("tmp");
     std::fs::create_dir_all(&data)?;
+    std::fs::create_dir_all(&tmp)?;
     // Running as root, the server must be told so (it refuses otherwise).
     let user: &[&str] = if nix::unistd::geteuid().is_root() {
         &["--user=root"]
@@ -31,6 +37,7 @@ pub async fn start(dir: &Path, port: u16, mode: Durability) -> anyhow::Result<Ma
     let output = Command::new(find::mariadb("mariadb-install-db")?)
         .arg("--no-defaults")
         .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--tmpdir={}", tmp.display()))
         .arg("--auth-root-authentication-method=normal")
         .arg("--skip-test-db")
         .args(user)
@@ -48,6 +55,7 @@ pub async fn start(dir: &Path, port: u16, mode: Durability) -> anyhow::Result<Ma
     let args: Vec<String> = [
         "--no-defaults".to_owned(),
         format!("--datadir={}", data.display()),
+        format!("--tmpdir={}", tmp.display()),
         format!("--port={port}"),
         "--bind-address=127.0.0.1".to_owned(),
         format!("--socket={}", socket.display()),
