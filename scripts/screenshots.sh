@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Redraws the pictures in docs/ that the README shows: the live page
+# (docs/live.png at 1280 px, docs/live-375.png at 375 px) caught while a
+# slow race runs beside finished ones (one oversold), and the report of a
+# small comparison (docs/report.png). Run it after changing the page or the
+# report; it starts its own lab (release build) and leaves nothing behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/deps.sh
+cargo build --release --locked
+work=$(mktemp -d)
+target/release/seckill lab --instances 2 --json >"$work/lab.json" &
+lab=$!
+trap 'kill $lab 2>/dev/null; wait $lab 2>/dev/null; rm -rf "$work"' EXIT
+until [ -s "$work/lab.json" ]; do
+  kill -0 "$lab" 2>/dev/null || { echo "the lab did not start" >&2; exit 1; }
+  sleep 0.5
+done
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$work/lab.json" "$1"; }
+gateway=$(field gateway_url)
+race=(target/release/seckill race --url "$gateway" --admin-token "$(field admin_token)"
+  --database-url "$(field postgres_url)" --mysql-url "$(field mysql_url)")
+shoot() { # width height file
+  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size="$1,$2" \
+    --virtual-time-budget=3000 --user-data-dir="$work/profile" --screenshot="$3" "$4" >/dev/null 2>&1
+}
+
+# Finished races: an unsafe strategy oversells, safe ones on Redis and on
+# MySQL do not; they land in the report.
+"${race[@]}" --strategies naive,redis-lua,db-atomic@mysql,zookeeper --stock 100 --buyers 1000 \
+  --concurrency 100 --json "$work/report.json" >/dev/null
+target/release/seckill report --input "$work/report.json" --out "$work/report.html" >/dev/null
+shoot 1280 560 docs/report.png "file://$work/report.html"
+
+# A slow race still running while the page is caught: 60 ms of work per
+# sale under one lock.
+"${race[@]}" --strategies redis-lock --first-product 9600 --stock 200 --buyers 400 \
+  --concurrency 20 --work-ms 60 >/dev/null &
+running=$!
+sleep 6
+shoot 1280 900 docs/live.png "$gateway/"
+shoot 375 1400 docs/live-375.png "$gateway/"
+kill "$running" 2>/dev/null || true
+wait "$running" 2>/dev/null || true
+echo "wrote docs/live.png docs/live-375.png docs/report.png"
