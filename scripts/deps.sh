@@ -37,6 +37,10 @@ fi
 have javac || need+=(default-jdk-headless)
 # Headless Chromium: the dashboard test loads GET / and screenshots it.
 have chromium || need+=(chromium)
+# Node.js and npm: tests/layout.rs measures pages with playwright-core,
+# which scripts/playwright.sh installs from the npm registry.
+have node || need+=(nodejs)
+have npm || need+=(npm)
 # Python with venv and pip, for Schemathesis' virtualenv.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 
@@ -54,6 +58,7 @@ if ((${#need[@]})); then
 fi
 
 bash "$(dirname "$0")/schemathesis.sh" --install
+bash "$(dirname "$0")/playwright.sh" --install
 
 command -v cargo >/dev/null 2>&1 || {
   echo "cargo not found: install Rust with rustup (https://rustup.rs), 1.94 or newer" >&2

@@ -85,15 +85,18 @@ const CHAR_W: f64 = 8.0;
 const ROW_H: f64 = 30.0;
 const TOP: f64 = 44.0;
 
-/// The chart as a standalone SVG document.
-pub fn svg(title: &str, bars: &[Bar]) -> String {
-    let scale_max = bars
-        .iter()
+/// The largest stock or sale of any bar: the length the bars are drawn to.
+fn scale_max(bars: &[Bar]) -> f64 {
+    bars.iter()
         .map(|b| b.initial.max(b.sold))
         .max()
         .unwrap_or(1)
-        .max(1) as f64;
-    let unit = BARS_W / scale_max;
+        .max(1) as f64
+}
+
+/// The chart as a standalone SVG document.
+pub fn svg(title: &str, bars: &[Bar]) -> String {
+    let unit = BARS_W / scale_max(bars);
     let height = TOP + ROW_H * bars.len().max(1) as f64 + 16.0;
     let widest = |text: &dyn Fn(&Bar) -> String| {
         bars.iter()
@@ -190,6 +193,117 @@ fn row(out: &mut String, bar: &Bar, y: f64, unit: f64, label_w: f64) {
     );
 }
 
+/// Width of the chart for a phone: the page's 375 px less its margins.
+pub const NARROW_W: f64 = 340.0;
+/// The narrow chart's text size, and a character width no glyph of it
+/// exceeds (as [`CHAR_W`] for the wide chart).
+const NARROW_FONT: f64 = 12.0;
+const NARROW_CHAR_W: f64 = 7.4;
+const LINE_H: f64 = 15.0;
+
+/// The same chart for a phone: each row's label on its own lines above a
+/// bar as wide as the chart, its numbers on lines below, every text
+/// wrapped at spaces to the chart's width, so nothing needs a wide screen
+/// and nothing is cut off. Rows are `g.bar-narrow` with the same data
+/// attributes as the wide chart's.
+pub fn svg_narrow(title: &str, bars: &[Bar]) -> String {
+    let chars = ((NARROW_W - 16.0) / NARROW_CHAR_W).floor() as usize;
+    let unit = (NARROW_W - 16.0) / scale_max(bars);
+    let title_lines = wrap(title, chars);
+    let mut y = 8.0 + LINE_H * title_lines.len() as f64;
+    let mut rows = String::new();
+    for bar in bars {
+        let label = wrap(&bar.label, chars);
+        let numbers = wrap(&describe(bar), chars);
+        let _ = write!(
+            rows,
+            r#"<g class="bar-narrow" data-label="{label}" data-strategy="{strategy}" data-initial="{initial}" data-sold="{sold}" data-oversold="{oversold}">"#,
+            label = escape(&bar.label),
+            strategy = escape(&bar.strategy),
+            initial = bar.initial,
+            sold = bar.sold,
+            oversold = bar.oversold,
+        );
+        for line in &label {
+            y += LINE_H;
+            let _ = write!(rows, r#"<text x="8" y="{y}">{}</text>"#, escape(line));
+        }
+        let within = bar.sold.min(bar.initial).max(0) as f64 * unit;
+        let track = bar.initial.max(0) as f64 * unit;
+        let beyond = (bar.sold - bar.initial).max(0) as f64 * unit;
+        let by = y + 4.0;
+        let _ = write!(
+            rows,
+            r#"<rect x="8" y="{by}" width="{track:.1}" height="12" fill="{TRACK}"/><rect x="8" y="{by}" width="{within:.1}" height="12" fill="{SOLD}"/>"#
+        );
+        if beyond > 0.0 {
+            let _ = write!(
+                rows,
+                r#"<rect x="{x:.1}" y="{by}" width="{beyond:.1}" height="12" fill="{OVERSOLD}"/>"#,
+                x = 8.0 + track
+            );
+        }
+        y += 16.0;
+        for line in &numbers {
+            y += LINE_H;
+            let _ = write!(
+                rows,
+                r##"<text x="8" y="{y}" fill="#374151">{}</text>"##,
+                escape(line)
+            );
+        }
+        rows.push_str("</g>");
+        y += 8.0;
+    }
+    let height = (y + 8.0).ceil();
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{NARROW_W}" height="{height}" viewBox="0 0 {NARROW_W} {height}" font-family="sans-serif" font-size="{NARROW_FONT}" role="img" aria-label="{title}"><rect width="100%" height="100%" fill="#ffffff"/>"##,
+        title = escape(title)
+    );
+    for (i, line) in title_lines.iter().enumerate() {
+        let _ = write!(
+            out,
+            r#"<text x="8" y="{ty}" font-weight="bold">{}</text>"#,
+            escape(line),
+            ty = 8.0 + LINE_H * (i + 1) as f64
+        );
+    }
+    out.push_str(&rows);
+    out.push_str("</svg>");
+    out
+}
+
+/// `text` in lines of at most `chars` characters, broken at spaces (a
+/// word longer than a line is broken where it must be).
+fn wrap(text: &str, chars: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let mut word: Vec<char> = word.chars().collect();
+        while word.len() > chars {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            lines.push(word.drain(..chars).collect());
+        }
+        let word: String = word.into_iter().collect();
+        let needed = line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
+        if needed > chars && !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// The numbers beside a bar.
 fn describe(bar: &Bar) -> String {
     let mut parts = vec![format!("{}/{} sold", bar.sold, bar.initial)];
@@ -265,6 +379,21 @@ mod tests {
         assert!(attr(&chart, "width") >= bars_at + BARS_W + 12.0 + CHAR_W * numbers);
         // Short texts keep the usual size.
         assert_eq!(attr(&svg("t", &[bar("naive", 1, 1)]), "width"), WIDTH);
+    }
+
+    /// The phone's chart wraps every text to its width, long words too.
+    #[test]
+    fn the_narrow_chart_wraps_every_text_to_its_width() {
+        let chars = ((NARROW_W - 16.0) / NARROW_CHAR_W).floor() as usize;
+        let long = "repeatable-read: db-transaction (store=postgres lock+store and more words)";
+        let chart = svg_narrow("t", &[bar(long, 100, 123_456), bar("naive", 1, 1)]);
+        assert_eq!(chart.matches(r#"class="bar-narrow""#).count(), 2);
+        for text in chart.split("<text").skip(1) {
+            let body = &text[text.find('>').unwrap() + 1..text.find("</text>").unwrap()];
+            assert!(body.chars().count() <= chars, "{body:?}");
+        }
+        assert_eq!(wrap("aaaaa bb", 3), ["aaa", "aa", "bb"]);
+        assert_eq!(wrap("", 3), [""]);
     }
 
     #[test]

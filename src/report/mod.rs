@@ -173,15 +173,22 @@ pub fn html(title: &str, bars: &[Bar]) -> String {
     } else {
         ""
     };
+    // On a phone the wide chart gives way to the narrow one, and the
+    // table's cells wrap instead of running past the screen.
     format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{t}</title>\
          <style>body{{font-family:sans-serif;margin:2em;color:#111}}table{{border-collapse:collapse;margin-top:1em}}\
-         td,th{{border:1px solid #d1d5db;padding:4px 8px;text-align:right}}td:first-child,th:first-child{{text-align:left}}\
-         .met{{color:{sold}}}.missed{{color:{over};font-weight:bold}}</style></head>\n<body>\n{svg}\n\
+         td,th{{border:1px solid #d1d5db;padding:4px 8px;text-align:right;overflow-wrap:anywhere}}td:first-child,th:first-child{{text-align:left}}\
+         .met{{color:{sold}}}.missed{{color:{over};font-weight:bold}}.narrow{{display:none}}.wide svg{{max-width:100%;height:auto}}\
+         @media (max-width:700px){{body{{margin:1em}}.wide{{display:none}}.narrow{{display:block}}\
+         table{{width:100%;table-layout:fixed}}td,th{{padding:2px 3px;font-size:12px}}}}</style></head>\n<body>\n\
+         <div class=\"wide\">{svg}</div>\n<div class=\"narrow\">{narrow}</div>\n\
          <table><tr><th>race</th><th>initial</th><th>sold</th><th>oversold</th><th>rps</th><th>p99 ms</th>{verdict_head}</tr>\n{rows}</table>\n\
          </body></html>\n",
         t = escape(title),
         svg = chart::svg(title, bars),
+        narrow = chart::svg_narrow(title, bars),
         sold = chart::SOLD,
         over = chart::OVERSOLD,
     )
