@@ -37,6 +37,8 @@ pub struct Bar {
 /// A scenario's expectation for a row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
+    /// The scenario the row belongs to.
+    pub scenario: String,
     /// The outcome predicted, in words.
     pub expected: String,
     /// Whether it happened.

@@ -14,6 +14,7 @@
 //! from a new buyer, for a fixed duration after a warm-up; its history is
 //! checked like every race's (`history_ok`, `oversold`).
 
+mod chart;
 mod groups;
 mod load;
 
@@ -63,6 +64,9 @@ pub struct BenchArgs {
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also draw the table as a chart, one bar per figure (SVG).
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
 }
 
 /// One figure of the bench.
@@ -129,6 +133,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     print!("{}", render(&rows));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.svg {
+        let title = format!(
+            "seckill bench: sustained operations per second ({} lab, {} in flight)",
+            args.durability.as_str(),
+            args.concurrency
+        );
+        std::fs::write(path, chart::svg(&title, &rows))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(rows

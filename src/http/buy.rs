@@ -52,6 +52,7 @@ pub struct BuyQuery {
                         cannot set a header (OpenAPI cannot say \"one of the two\")"),
         BuyQuery,
         ("X-Reservation" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
+         pattern = "^[!-~]+$",
          description = "the buyer's reservation (`POST /stock/{id}/reserve`), for a product with `prebooking`"),
         ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
          pattern = "^[!-~]+$",
@@ -131,6 +132,7 @@ async fn answer(
     let app = app.clone();
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let user = buyer(&headers, query.user)?;
+    let reservation = reservation(&headers)?;
     let key = idempotency::parse(&headers)?;
     let memory = &app.inner.memory;
     // After the sale is over, this is nearly every request: answered from
@@ -140,7 +142,7 @@ async fn answer(
     if let Ok(product) = &cached {
         // Decided before any backend is touched: a buyer early, late or
         // without a reservation is answered even with Redis down.
-        admit(&app, product, &user, &headers)?;
+        admit(&app, product, &user, reservation)?;
         if key.is_none() && memory.sold_out.is_sold_out(id, product.epoch) {
             telemetry::sold_out_flag();
             return Err(ApiError::SoldOut);
@@ -157,7 +159,7 @@ async fn answer(
                 .await
                 .inspect_err(|error| app.backends().lane.retire(&lane, error))?
                 .ok_or(ApiError::UnknownProduct(id))?;
-            admit(&app, &product, &user, &headers)?;
+            admit(&app, &product, &user, reservation)?;
             product
         }
     };
@@ -249,7 +251,7 @@ fn admit(
     app: &AppState,
     product: &Product,
     user: &str,
-    headers: &HeaderMap,
+    reservation: Option<&str>,
 ) -> Result<(), ApiError> {
     match product.settings.window(now_ms()) {
         Window::Open => {}
@@ -262,10 +264,7 @@ fn admit(
         Window::Ended => return Err(ApiError::Ended),
     }
     if product.settings.prebooking {
-        let token = headers
-            .get("x-reservation")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
+        let token = reservation.unwrap_or_default();
         if !app
             .inner
             .reservations
@@ -423,6 +422,28 @@ pub fn buyer(headers: &HeaderMap, from_query: Option<String>) -> Result<String, 
         None => from_query.ok_or_else(|| {
             ApiError::BadRequest("a buyer is required: X-User-Id header or ?user=".into())
         }),
+    }
+}
+
+/// Longest `X-Reservation` accepted (a token is 64 hex digits).
+const MAX_RESERVATION_LEN: usize = 128;
+
+/// `X-Reservation`, when sent: 1 to 128 visible ASCII characters, as the
+/// document says, checked on every buy — a malformed one is refused
+/// whether or not the product takes reservations (Schemathesis sent an
+/// empty one to a product without pre-booking and it was accepted).
+fn reservation(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get("x-reservation") else {
+        return Ok(None);
+    };
+    let visible = |token: &str| token.bytes().all(|b| (b'!'..=b'~').contains(&b));
+    match value.to_str() {
+        Ok(token) if !token.is_empty() && token.len() <= MAX_RESERVATION_LEN && visible(token) => {
+            Ok(Some(token))
+        }
+        _ => Err(ApiError::BadRequest(format!(
+            "X-Reservation must be 1 to {MAX_RESERVATION_LEN} visible ASCII characters"
+        ))),
     }
 }
 

@@ -125,6 +125,7 @@ impl From<RaceLine> for Bar {
                     label = format!("{label} ({})", line.variant);
                 }
                 let verdict = Verdict {
+                    scenario: scenario.clone(),
                     expected: line.expected,
                     met: line.met,
                 };
@@ -144,10 +145,23 @@ impl From<RaceLine> for Bar {
     }
 }
 
-/// The page: title, chart, and a table with every number and verdict.
+/// The page: title, chart, and a table with every number and verdict; a
+/// scenario's rows under its claim, what the articles say happens.
 pub fn html(title: &str, bars: &[Bar]) -> String {
     let mut rows = String::new();
+    let mut scenario = None;
     for bar in bars {
+        if let Some(verdict) = &bar.verdict
+            && scenario != Some(&verdict.scenario)
+        {
+            scenario = Some(&verdict.scenario);
+            let claim = crate::race::scenario::claim(&verdict.scenario).unwrap_or("");
+            rows.push_str(&format!(
+                "<tr class=\"claim\"><td colspan=\"7\"><b>{}</b>: {}</td></tr>\n",
+                escape(&verdict.scenario),
+                escape(claim)
+            ));
+        }
         let verdict = bar.verdict.as_ref().map_or(String::new(), |v| {
             format!(
                 "<td class=\"{}\">{} {}</td>",
@@ -180,7 +194,7 @@ pub fn html(title: &str, bars: &[Bar]) -> String {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{t}</title>\
          <style>body{{font-family:sans-serif;margin:2em;color:#111}}table{{border-collapse:collapse;margin-top:1em}}\
          td,th{{border:1px solid #d1d5db;padding:4px 8px;text-align:right;overflow-wrap:anywhere}}td:first-child,th:first-child{{text-align:left}}\
-         .met{{color:{sold}}}.missed{{color:{over};font-weight:bold}}.narrow{{display:none}}.wide svg{{max-width:100%;height:auto}}\
+         .claim td{{text-align:left;background:#f3f4f6}}.met{{color:{sold}}}.missed{{color:{over};font-weight:bold}}.narrow{{display:none}}.wide svg{{max-width:100%;height:auto}}\
          @media (max-width:700px){{body{{margin:1em}}.wide{{display:none}}.narrow{{display:block}}\
          table{{width:100%;table-layout:fixed}}td,th{{padding:2px 3px;font-size:12px}}}}</style></head>\n<body>\n\
          <div class=\"wide\">{svg}</div>\n<div class=\"narrow\">{narrow}</div>\n\

@@ -127,6 +127,31 @@ async fn a_product_without_prebooking_takes_no_reservations() {
     assert_eq!(answer["error"]["code"], "not_reservable");
 }
 
+/// A malformed `X-Reservation` is a 400 on any product, one that takes
+/// no reservations too (where a good one is ignored), and sells nothing.
+#[tokio::test]
+async fn a_malformed_reservation_is_refused_on_every_product() {
+    let lab = shared();
+    let gateway = lab.gateway();
+    gateway
+        .reset(1913, &json!({"stock": 1, "strategy": "redis-lua"}))
+        .await
+        .expect("reset");
+    let base = &lab.info.gateway_url;
+    let long = "x".repeat(129);
+    for token in ["", long.as_str()] {
+        let (status, _, answer) = raw_buy(base, 1913, "alice", Some(token)).await;
+        assert_eq!(status, 400, "{token:?}: {answer}");
+        assert_eq!(answer["error"]["code"], "bad_request");
+    }
+    let (status, _, _) = raw_buy(base, 1913, "alice", Some("ignored")).await;
+    assert_eq!(
+        status, 200,
+        "a well-formed token is ignored without pre-booking"
+    );
+    assert_eq!(gateway.ledger(1913).await.expect("ledger").sold, 1);
+}
+
 /// The race driver with pre-booking: 10 of 30 buyers reserve before the
 /// opening; the 20 without a reservation are all turned away, and the
 /// stock goes to holders only.
