@@ -152,7 +152,9 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
                 redis_cluster: args.redis_cluster,
                 ..LabArgs::with_instances(args.instances)
             };
-            Some(Lab::start(&lab_args).await?)
+            let lab = Lab::start(&lab_args).await?;
+            eprintln!("watch it live: {}/", lab.info.gateway_url);
+            Some(lab)
         }
     };
     let result = race_all(&args, lab.as_ref()).await;

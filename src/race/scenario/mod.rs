@@ -227,6 +227,7 @@ impl Ctx {
         body: impl AsyncFnOnce(&mut Self, &mut Lab) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
         let mut lab = Lab::start(&topology).await?;
+        eprintln!("watch it live: {}/", lab.info.gateway_url);
         let safe = self
             .catalogue
             .all()
