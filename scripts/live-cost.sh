@@ -13,28 +13,10 @@ rounds=${ROUNDS:-4}
 buyers=${BUYERS:-20000}
 concurrency=${CONCURRENCY:-200}
 
-bash scripts/deps.sh
-cargo build --release --locked
-work=$(mktemp -d)
 browser=""
-target/release/seckill lab --instances 2 --json >"$work/lab.json" &
-lab=$!
-cleanup() {
-  [ -n "$browser" ] && kill "$browser" 2>/dev/null
-  kill "$lab" 2>/dev/null
-  wait "$lab" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-until [ -s "$work/lab.json" ]; do
-  kill -0 "$lab" 2>/dev/null || { echo "the lab did not start" >&2; exit 1; }
-  sleep 0.5
-done
-field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$work/lab.json" "$1"; }
-gateway=$(field gateway_url)
-race=(target/release/seckill race --url "$gateway" --admin-token "$(field admin_token)"
-  --database-url "$(field postgres_url)" --mysql-url "$(field mysql_url)"
-  --strategies redis-lua --stock "$buyers" --buyers "$buyers" --concurrency "$concurrency")
+before_exit() { if [ -n "$browser" ]; then kill "$browser" 2>/dev/null; fi; }
+source scripts/release-lab.sh
+race+=(--strategies redis-lua --stock "$buyers" --buyers "$buyers" --concurrency "$concurrency")
 
 product=9700
 printf '%-6s %-7s %10s\n' round page rps

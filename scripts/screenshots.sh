@@ -7,20 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/deps.sh
-cargo build --release --locked
-work=$(mktemp -d)
-target/release/seckill lab --instances 2 --json >"$work/lab.json" &
-lab=$!
-trap 'kill $lab 2>/dev/null; wait $lab 2>/dev/null; rm -rf "$work"' EXIT
-until [ -s "$work/lab.json" ]; do
-  kill -0 "$lab" 2>/dev/null || { echo "the lab did not start" >&2; exit 1; }
-  sleep 0.5
-done
-field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$work/lab.json" "$1"; }
-gateway=$(field gateway_url)
-race=(target/release/seckill race --url "$gateway" --admin-token "$(field admin_token)"
-  --database-url "$(field postgres_url)" --mysql-url "$(field mysql_url)")
+source scripts/release-lab.sh
 shoot() { # width height file
   chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size="$1,$2" \
     --virtual-time-budget=3000 --user-data-dir="$work/profile" --screenshot="$3" "$4" >/dev/null 2>&1

@@ -174,12 +174,12 @@ fn snapshot_key(instance: &str) -> String {
 pub async fn publish(
     backends: Backends,
     instance: String,
-    stats: std::sync::Arc<crate::soldout::Memory>,
+    stats: std::sync::Arc<LiveStats>,
     mut stopping: tokio::sync::watch::Receiver<bool>,
 ) {
     while !*stopping.borrow() {
         let now = crate::product::now_ms();
-        let snapshot = stats.live.snapshot(&instance, now / 1000);
+        let snapshot = stats.snapshot(&instance, now / 1000);
         if let Err(error) = put(&backends, &snapshot, now).await {
             tracing::debug!(%error, "live snapshot not published");
         }

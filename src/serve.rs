@@ -140,7 +140,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let live = tokio::spawn(live::publish(
         backends.clone(),
         instance.clone(),
-        memory.clone(),
+        memory.live.clone(),
         stopping.clone(),
     ));
     let metrics = telemetry::install();

@@ -50,7 +50,7 @@ pub struct Memory {
     /// How many waves of each product this instance knows are on sale.
     pub waves: Released,
     /// What the last minute answered, per product (the live view).
-    pub live: LiveStats,
+    pub live: Arc<LiveStats>,
 }
 
 impl Memory {
