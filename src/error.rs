@@ -84,7 +84,7 @@ impl BackendError {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
-                    || cluster_not_run(e)
+                    || refused_unrun(e)
             }
             Self::RedisPool(_) | Self::ZooKeeper(_) | Self::Etcd(_) | Self::Unavailable(_) => true,
             Self::Sql(e) => sql_transport(e),
@@ -127,7 +127,7 @@ impl BackendError {
     /// never handed out.
     fn surely_unsent(&self) -> bool {
         match self {
-            Self::Redis(e) => e.is_connection_refusal() || cluster_not_run(e),
+            Self::Redis(e) => e.is_connection_refusal() || refused_unrun(e),
             Self::RedisPool(_) | Self::Unavailable(_) => true,
             Self::Sql(e) => {
                 matches!(e, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed)
@@ -138,14 +138,21 @@ impl BackendError {
     }
 }
 
-/// A refusal to run a command here and now: the slot moved (`MOVED`,
-/// `ASK`: the buy path's cluster connection does not follow redirects, see
-/// `backends::master`), the cluster or the slot's master is down
-/// (`CLUSTERDOWN`, `MASTERDOWN`, `TRYAGAIN`), the server was demoted to a
-/// replica (`READONLY`, after a failover), or no connection to the slot's
-/// node exists. Nothing ran, and asking again later may succeed:
-/// `unavailable`, like a refused connection.
-fn cluster_not_run(error: &redis::RedisError) -> bool {
+/// A refusal to run a command here and now, made before anything ran:
+/// the slot moved (`MOVED`, `ASK`: the buy path's cluster connection does
+/// not follow redirects, see `backends::master`), the cluster or the
+/// slot's master is down (`CLUSTERDOWN`, `MASTERDOWN`, `TRYAGAIN`), the
+/// server was demoted to a replica (`READONLY`, after a failover), or no
+/// connection to the slot's node exists; or the server itself will not
+/// write now — out of memory under `maxmemory` (`OOM`), its last
+/// background save or AOF write failed (`MISCONF`), it is loading its
+/// data after a restart (`LOADING`), a script is running past its time
+/// (`BUSY`). Redis decides each before it runs the command, and inside a
+/// script only at the script's first write (`scriptVerifyOOM` and
+/// `scriptVerifyWriteCommandAllow` check `SCRIPT_WRITE_DIRTY`), so nothing
+/// of the command ran, and asking again later may succeed: `unavailable`,
+/// like a refused connection.
+fn refused_unrun(error: &redis::RedisError) -> bool {
     use redis::{ErrorKind, ServerErrorKind};
     matches!(
         error.kind(),
@@ -157,8 +164,9 @@ fn cluster_not_run(error: &redis::RedisError) -> bool {
                     | ServerErrorKind::ClusterDown
                     | ServerErrorKind::MasterDown
                     | ServerErrorKind::ReadOnly
+                    | ServerErrorKind::BusyLoading
             )
-    )
+    ) || matches!(error.code(), Some("OOM" | "MISCONF" | "BUSY"))
 }
 
 /// A database error that is about the connection rather than the

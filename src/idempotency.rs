@@ -16,8 +16,10 @@
 //! it is selling (`pending:<order id>:<ms>`) and lives as long as the
 //! answer would. When a sale's outcome is unknown (the instance died, or a
 //! backend stopped answering after the sale was sent), the claim stays
-//! pending; a retry with the key then looks for that order. Found (in
-//! PostgreSQL or still in the order stream): the original answer, 200.
+//! pending; a retry with the key then looks for that order wherever the
+//! product's store puts its orders ([`crate::sale::Store::find_order`]:
+//! PostgreSQL or still in the order stream, MySQL for a product stored
+//! there). Found: the original answer, 200.
 //! Not found once the claim is [`SETTLE`] old: the first attempt did not
 //! sell, and the retry takes the claim over and buys. Before that, or
 //! when the ledger cannot be read: `busy`, retry later — never a second
@@ -32,15 +34,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use redis::streams::StreamRangeReply;
-use sqlx::PgPool;
-
+use crate::backends::Backends;
 use crate::backends::conn::RedisConn;
 use crate::backends::lease::release_key;
 use crate::error::{BackendError, Invalid};
-use crate::orders::Order;
-use crate::orders::writer::parse_entry;
 use crate::product::{Product, keys, truncate};
+use crate::sale::Store;
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -55,9 +54,6 @@ const POLL: Duration = Duration::from_millis(10);
 /// the order writer needs to move an order from the stream into
 /// PostgreSQL.
 pub const SETTLE: Duration = Duration::from_secs(10);
-/// Longest order stream a retry searches; a longer backlog means the
-/// writer is behind, and the retry is told to come back.
-const STREAM_SEARCH_LIMIT: usize = 10_000;
 
 /// KEYS: the idempotency key. ARGV: the pending value seen, the new one,
 /// ttl in ms. Replaces a stale claim only if nobody else did first.
@@ -133,20 +129,32 @@ pub enum Claimed {
     InProgress,
 }
 
+/// A keyed buy: whose key it is, and where its order would be.
+pub struct Keyed<'a> {
+    /// Connections, for the store to look for an order.
+    pub backends: &'a Backends,
+    /// The product's store: where a sale's order is.
+    pub store: &'a dyn Store,
+    /// The product, as of the buy's reset.
+    pub product: &'a Product,
+    /// The buyer.
+    pub buyer: &'a str,
+    /// The request's `Idempotency-Key`.
+    pub key: &'a str,
+}
+
 /// Claims `key` for this request, which will record `order_id` if it
 /// sells, or waits (up to what the product's settings allow a buy to
 /// take) for the request that holds it, then looks for that request's
 /// order.
 pub async fn claim(
     conn: &mut RedisConn,
-    pg: &PgPool,
-    product: &Product,
-    buyer: &str,
-    key: &str,
+    keyed: &Keyed<'_>,
     order_id: Uuid,
     ttl: Duration,
 ) -> Result<Claimed, BackendError> {
-    let redis_key = keys::idempotency(product.id, product.epoch, buyer, key);
+    let product = keyed.product;
+    let redis_key = keys::idempotency(product.id, product.epoch, keyed.buyer, keyed.key);
     let pending = pending_value(order_id);
     let settings = &product.settings;
     let patience = Duration::from_millis(settings.acquire_timeout_ms + settings.work_ms + 1_000);
@@ -172,8 +180,7 @@ pub async fn claim(
             return Ok(Claimed::Replay(sold));
         }
         if Instant::now() >= deadline {
-            let streams = keys::order_streams(product.id, product.settings.segments);
-            return settle(conn, pg, &streams, &redis_key, &found, &pending, ttl).await;
+            return settle(conn, keyed, &redis_key, &found, &pending, ttl).await;
         }
         tokio::time::sleep(POLL).await;
     }
@@ -193,8 +200,7 @@ fn pending_value(order_id: Uuid) -> String {
 /// claim settled: taken over by this request.
 async fn settle(
     conn: &mut RedisConn,
-    pg: &PgPool,
-    streams: &[String],
+    keyed: &Keyed<'_>,
     redis_key: &str,
     found: &str,
     pending: &str,
@@ -207,8 +213,18 @@ async fn settle(
     ) else {
         return Ok(Claimed::InProgress);
     };
-    if let Some(sold) = find_order(conn, pg, streams, order_id).await? {
-        return Ok(Claimed::Replay(sold));
+    let found_order = keyed
+        .store
+        .find_order(keyed.backends, conn, keyed.product, order_id)
+        .await?;
+    if let Some(order) = found_order {
+        return Ok(Claimed::Replay(Sold {
+            order_id,
+            product_id: order.product_id,
+            strategy: order.strategy,
+            served_by: order.served_by,
+            stock_left: None,
+        }));
     }
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -233,67 +249,6 @@ async fn settle(
         }));
     }
     Ok(Claimed::InProgress)
-}
-
-/// The order `order_id` as a sale's answer, from PostgreSQL or, not yet
-/// moved there, one of its product's order streams (`streams`).
-async fn find_order(
-    conn: &mut RedisConn,
-    pg: &PgPool,
-    streams: &[String],
-    order_id: Uuid,
-) -> Result<Option<Sold>, BackendError> {
-    let stored: Option<(i64, String, String)> =
-        sqlx::query_as("SELECT product_id, strategy, served_by FROM orders WHERE order_id = $1")
-            .bind(order_id)
-            .fetch_optional(pg)
-            .await?;
-    if let Some((product_id, strategy, served_by)) = stored {
-        return Ok(Some(Sold {
-            order_id,
-            product_id,
-            strategy,
-            served_by,
-            stock_left: None,
-        }));
-    }
-    for stream in streams {
-        if let Some(order) = find_in_stream(conn, stream, order_id).await? {
-            return Ok(Some(Sold {
-                order_id,
-                product_id: order.product_id,
-                strategy: order.strategy,
-                served_by: order.served_by,
-                stock_left: None,
-            }));
-        }
-    }
-    Ok(None)
-}
-
-/// The order `order_id` if it waits in `stream`.
-async fn find_in_stream(
-    conn: &mut RedisConn,
-    stream: &str,
-    order_id: Uuid,
-) -> Result<Option<Order>, BackendError> {
-    let length: usize = redis::cmd("XLEN").arg(stream).query_async(conn).await?;
-    if length > STREAM_SEARCH_LIMIT {
-        return Err(BackendError::Unavailable(format!(
-            "{length} orders wait in the stream; cannot tell yet"
-        )));
-    }
-    let reply: StreamRangeReply = redis::cmd("XRANGE")
-        .arg(stream)
-        .arg("-")
-        .arg("+")
-        .query_async(conn)
-        .await?;
-    Ok(reply
-        .ids
-        .iter()
-        .filter_map(parse_entry)
-        .find(|order| order.order_id == order_id))
 }
 
 impl Claim {

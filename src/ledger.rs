@@ -1,12 +1,14 @@
 //! The ledger: how many units each product sold, counted from durable
 //! orders and never from the stock counter.
 //!
+//! Each product's store counts its orders ([`crate::sale::Store::orders`]).
 //! A product stored in MySQL counts MySQL's orders, which its sales insert
-//! in their own transaction. Any other order is either still in the Redis stream or already in PostgreSQL
-//! (or, briefly, in both: committed but not yet acknowledged). The stream is
-//! read first, then one PostgreSQL query counts the table's orders plus the
-//! stream's orders the table does not have yet. An entry that moves between
-//! the two reads is in the table by then, so every order counts once.
+//! in their own transaction. Any other order is either still in a Redis
+//! stream or already in PostgreSQL (or, briefly, in both: committed but not
+//! yet acknowledged). The streams are read first, then one PostgreSQL query
+//! counts the table's orders plus the stream's orders the table does not
+//! have yet. An entry that moves between the two reads is in the table by
+//! then, so every order counts once.
 
 use std::collections::HashMap;
 
@@ -21,8 +23,7 @@ use crate::error::BackendError;
 use crate::orders::writer::parse_entry;
 use crate::placement::Placed;
 use crate::product::{Product, Settings, StoreKind, keys};
-use crate::store::{RedisCell, mysql_store};
-use crate::strategy::{Catalogue, StockLayout};
+use crate::strategy::Catalogue;
 use crate::waves;
 
 /// One product's line of the comparison.
@@ -58,11 +59,14 @@ pub struct Ledger {
     pub unknown: i64,
     /// Reset generation.
     pub epoch: i64,
-    /// Where the stock is, and so where a database strategy's orders
-    /// are: `mysql` means MySQL's `orders` (a history check reads them
-    /// there); every other order ends in PostgreSQL's.
+    /// Where the stock is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreKind>,
+    /// Where the orders are, for a history check to read them: MySQL's
+    /// `orders` for a product stored there, PostgreSQL's for every other
+    /// (a Redis sale's order is moved there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orders_in: Option<StoreKind>,
     /// The product's knobs.
     pub settings: Settings,
     /// Where the stock lives, counter by counter (`GET /stock/{id}`
@@ -88,39 +92,10 @@ pub async fn compute(
             .get(&(product.id, product.epoch))
             .cloned()
             .unwrap_or_default();
-        let layout = layout(catalogue, product);
-        let store = match layout {
-            StockLayout::Redis(_) => StoreKind::Redis,
-            StockLayout::Postgres => StoreKind::Postgres,
-            StockLayout::Mysql => StoreKind::Mysql,
-        };
-        let (in_table, pending): (i64, i64) =
-            match layout {
-                // A MySQL-stored sale inserts its order in its own
-                // transaction: none is ever in a stream.
-                StockLayout::Mysql => (
-                    sqlx::query_scalar(
-                        "SELECT count(*) FROM orders WHERE product_id = ? AND epoch = ?",
-                    )
-                    .bind(product.id)
-                    .bind(product.epoch)
-                    .fetch_one(backends.mysql()?)
-                    .await?,
-                    0,
-                ),
-                _ => sqlx::query_as(
-                    "SELECT (SELECT count(*) FROM orders WHERE product_id = $1 AND epoch = $2), \
-                    (SELECT count(*) FROM unnest($3::uuid[]) AS s(id) \
-                     WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.order_id = s.id))",
-                )
-                .bind(product.id)
-                .bind(product.epoch)
-                .bind(&pending_ids)
-                .fetch_one(&backends.pg)
-                .await?,
-            };
-        let on_sale = waves::on_sale(backends, &layout, product).await?;
-        let remaining = remaining(backends, product.id, layout).await?;
+        let store = catalogue.store(product);
+        let (in_table, pending) = store.orders(backends, product, &pending_ids).await?;
+        let on_sale = waves::on_sale(backends, store.as_ref(), product).await?;
+        let remaining = store.remaining(backends, product).await?;
         let sold = in_table + pending;
         let taken = on_sale - remaining;
         ledgers.push(Ledger {
@@ -136,7 +111,8 @@ pub async fn compute(
             pending,
             unknown: unknown.unwrap_or(0),
             epoch: product.epoch,
-            store: Some(store),
+            store: Some(store.kind()),
+            orders_in: Some(store.orders_in()),
             settings: product.settings,
             placement: None,
         });
@@ -183,39 +159,6 @@ async fn unknown_counts(
         .map(|p| keys::unknown(p.id, p.epoch))
         .collect();
     Ok(backends.redis.get().await?.get_each(&names).await?)
-}
-
-/// How `product`'s strategy lays its stock out (a strategy no longer in
-/// the catalogue: the one Redis counter).
-pub fn layout(catalogue: &Catalogue, product: &Product) -> StockLayout {
-    match catalogue.get(&product.strategy) {
-        Some(strategy) => strategy.layout(product),
-        None => StockLayout::Redis(vec![RedisCell::home(product)]),
-    }
-}
-
-/// The strategy's own stock: the sum of its Redis counters, or the row.
-async fn remaining(backends: &Backends, id: i64, layout: StockLayout) -> Result<i64, BackendError> {
-    match layout {
-        StockLayout::Redis(cells) => {
-            let stock_keys: Vec<String> = cells.into_iter().map(|c| c.key).collect();
-            let values = backends
-                .redis
-                .get()
-                .await?
-                .get_each::<i64>(&stock_keys)
-                .await?;
-            Ok(values.into_iter().flatten().sum())
-        }
-        StockLayout::Postgres => Ok(
-            sqlx::query_scalar("SELECT stock FROM products WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&backends.pg)
-                .await?
-                .unwrap_or(0),
-        ),
-        StockLayout::Mysql => mysql_store::stock(backends.mysql()?, id).await,
-    }
 }
 
 /// The ledger as CSV (header plus one line per product).

@@ -21,7 +21,7 @@ use redis::{AsyncCommands, Script};
 use sqlx::{MySqlConnection, PgConnection};
 
 use crate::error::BackendError;
-use crate::product::{StoreKind, keys};
+use crate::product::keys;
 use crate::sale::BuyCtx;
 
 /// One more unit for the buyer, unless the upsert's `WHERE` finds the
@@ -134,40 +134,10 @@ pub async fn give_back(ctx: &BuyCtx<'_>) {
 /// there. Never the decision: a buyer under the limit here may still be
 /// refused by the atomic step (its own concurrent request got there
 /// first).
-pub async fn already_reached(ctx: &BuyCtx<'_>, kind: StoreKind) -> Result<bool, BackendError> {
+pub async fn already_reached(ctx: &BuyCtx<'_>) -> Result<bool, BackendError> {
     let limit = ctx.product.settings.per_user_limit;
     if limit == 0 {
         return Ok(false);
     }
-    let held: Option<i64> = match kind {
-        StoreKind::Redis => {
-            ctx.redis
-                .clone()
-                .hget(keys::buyers(ctx.product.id), &ctx.order.user_id)
-                .await?
-        }
-        StoreKind::Postgres => {
-            sqlx::query_scalar(
-                "SELECT bought::bigint FROM buyer_counts \
-             WHERE product_id = $1 AND epoch = $2 AND user_id = $3",
-            )
-            .bind(ctx.product.id)
-            .bind(ctx.product.epoch)
-            .bind(&ctx.order.user_id)
-            .fetch_optional(&ctx.backends.pg)
-            .await?
-        }
-        StoreKind::Mysql => {
-            sqlx::query_scalar(
-                "SELECT CAST(bought AS SIGNED) FROM buyer_counts \
-             WHERE product_id = ? AND epoch = ? AND user_id = ?",
-            )
-            .bind(ctx.product.id)
-            .bind(ctx.product.epoch)
-            .bind(&ctx.order.user_id)
-            .fetch_optional(ctx.backends.mysql()?)
-            .await?
-        }
-    };
-    Ok(held.unwrap_or(0) >= i64::from(limit))
+    Ok(ctx.store.bought(ctx).await? >= i64::from(limit))
 }

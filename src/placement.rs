@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use crate::backends::conn::RedisConn;
 use crate::error::BackendError;
-use crate::strategy::StockLayout;
+use crate::product::keys::RedisCell;
 
 /// One stock counter and where it is.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
@@ -22,20 +22,19 @@ pub struct Placed {
     pub master: Option<String>,
 }
 
-/// The counters of `layout` and their masters (none for a PostgreSQL
-/// stock). One `CLUSTER SLOTS` on a cluster; nothing is asked of one
-/// Redis.
-pub async fn of(conn: &mut RedisConn, layout: StockLayout) -> Result<Vec<Placed>, BackendError> {
-    let StockLayout::Redis(cells) = layout else {
+/// Where `cells` are, and their masters (none for a stock in a database
+/// row). One `CLUSTER SLOTS` on a cluster; nothing is asked of one Redis.
+pub async fn of(conn: &mut RedisConn, cells: &[RedisCell]) -> Result<Vec<Placed>, BackendError> {
+    if cells.is_empty() {
         return Ok(Vec::new());
-    };
+    }
     let ranges = if conn.is_cluster() {
         slot_ranges(conn).await?
     } else {
         Vec::new()
     };
     Ok(cells
-        .into_iter()
+        .iter()
         .map(|cell| {
             let slot = cell.place.slot();
             let master = ranges
@@ -43,7 +42,7 @@ pub async fn of(conn: &mut RedisConn, layout: StockLayout) -> Result<Vec<Placed>
                 .find(|(from, to, _)| (*from..=*to).contains(&slot))
                 .map(|(_, _, addr)| addr.clone());
             Placed {
-                key: cell.key,
+                key: cell.key.clone(),
                 slot,
                 master,
             }

@@ -3,8 +3,8 @@
 //!
 //! PostgreSQL holds the authoritative row; Redis holds a JSON copy,
 //! refilled from PostgreSQL on a miss; each instance keeps its own copy of
-//! that ([`ProductCache`]), so a buy reads its product without a round
-//! trip.
+//! that ([`ProductCache`]), with its strategy and store resolved
+//! ([`Listed`]), so a buy reads its product without a round trip.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,10 +17,10 @@ use crate::backends::conn::RedisConn;
 use crate::backends::{Backends, Footprint};
 use crate::error::{BackendError, Invalid};
 use crate::product::keys::Place;
+use crate::product::shares::through;
 use crate::product::{Product, Recipe, ResetRequest, Settings, keys, now_ms, truncate};
-use crate::store::mysql_store;
-use crate::strategy::{Catalogue, StockLayout};
-use crate::waves;
+use crate::sale::Store;
+use crate::strategy::{Catalogue, Sells};
 
 /// Checks a reset request: its ranges, that the catalogue knows its
 /// strategy, and that the strategy takes its recipe.
@@ -70,13 +70,43 @@ pub fn validate(request: &ResetRequest, catalogue: &Catalogue) -> Result<(), Inv
 /// only bounds what a lost message could cost.
 pub const CACHE_TTL: Duration = Duration::from_secs(2);
 
+/// A product as the buy path sells it: resolved once per reset, so a buy
+/// looks up neither its strategy nor its store.
+pub struct Listed {
+    /// The product, as of its last reset.
+    pub product: Product,
+    /// Its strategy, from the catalogue.
+    pub strategy: Arc<dyn Sells>,
+    /// Where its stock and orders live, laid out as its strategy sells.
+    pub store: Arc<dyn Store>,
+}
+
+impl Listed {
+    /// `product` with its strategy and store; an error for a strategy the
+    /// catalogue does not have (a product written by another version).
+    pub fn new(catalogue: &Catalogue, product: Product) -> Result<Self, BackendError> {
+        let strategy = catalogue.get(&product.strategy).cloned().ok_or_else(|| {
+            BackendError::Corrupt(format!(
+                "product {} has unknown strategy {}",
+                product.id, product.strategy
+            ))
+        })?;
+        let store = strategy.store(&product);
+        Ok(Self {
+            product,
+            strategy,
+            store,
+        })
+    }
+}
+
 /// This instance's copies of the products it sells. Before the cache,
 /// every buy read its product from Redis: a round trip per sale for
 /// settings that change only on a reset.
 #[derive(Default)]
 pub struct ProductCache {
     /// A std mutex: held for one map operation, never across an await.
-    products: Mutex<HashMap<i64, (Instant, Arc<Product>)>>,
+    products: Mutex<HashMap<i64, (Instant, Arc<Listed>)>>,
     /// Bumped by every forget: a copy read before a reset must not be
     /// stored after the reset forgot the old one.
     forgets: AtomicU64,
@@ -87,12 +117,12 @@ pub struct ProductCache {
 pub struct Miss(u64);
 
 impl ProductCache {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (Instant, Arc<Product>)>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (Instant, Arc<Listed>)>> {
         self.products.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The fresh copy of product `id`, or the [`Miss`] to fill it with.
-    pub fn get(&self, id: i64) -> Result<Arc<Product>, Miss> {
+    pub fn get(&self, id: i64) -> Result<Arc<Listed>, Miss> {
         let miss = Miss(self.forgets.load(Ordering::Acquire));
         match self.map().get(&id) {
             Some((since, product)) if since.elapsed() < CACHE_TTL => Ok(product.clone()),
@@ -101,10 +131,10 @@ impl ProductCache {
     }
 
     /// Keeps `product`, unless a reset was heard since the `miss`.
-    pub fn put(&self, miss: Miss, product: Arc<Product>) {
+    pub fn put(&self, miss: Miss, listed: Arc<Listed>) {
         let mut map = self.map();
         if self.forgets.load(Ordering::Acquire) == miss.0 {
-            map.insert(product.id, (Instant::now(), product));
+            map.insert(listed.product.id, (Instant::now(), listed));
         }
     }
 
@@ -128,16 +158,16 @@ impl ProductCache {
 pub async fn fill(
     cache: &ProductCache,
     miss: Miss,
-    backends: &Backends,
+    (backends, catalogue): (&Backends, &Catalogue),
     conn: &mut RedisConn,
     id: i64,
-) -> Result<Option<Arc<Product>>, BackendError> {
+) -> Result<Option<Arc<Listed>>, BackendError> {
     let Some(product) = load(backends, conn, id).await? else {
         return Ok(None);
     };
-    let product = Arc::new(product);
-    cache.put(miss, product.clone());
-    Ok(Some(product))
+    let listed = Arc::new(Listed::new(catalogue, product)?);
+    cache.put(miss, listed.clone());
+    Ok(Some(listed))
 }
 
 /// The product for a buy or a ledger read; `None` if it was never created.
@@ -221,7 +251,7 @@ pub async fn reset(
         // Waves are counted from the opening: without one, from now.
         settings.opens_at_ms = now_ms();
     }
-    let first_wave = waves::through(request.stock, settings.waves, 1)[0][1];
+    let first_wave = through(request.stock, settings.waves, 1)[0][1];
     let mut tx = backends.pg.begin().await?;
     // The row as it was, locked until the reset commits: its footprint
     // (say, more segments than the new settings have) goes too.
@@ -259,14 +289,10 @@ pub async fn reset(
         sqlx::query(delete).bind(id).execute(&mut *tx).await?;
     }
     stale.clear_rows(&mut tx).await?;
-    // MySQL's part before PostgreSQL commits: if it fails, the reset
+    // The store's part before PostgreSQL commits: if it fails, the reset
     // fails whole and PostgreSQL keeps the old epoch.
-    let on_mysql = matches!(strategy.layout(&product), StockLayout::Mysql);
-    if on_mysql || backends.mysql.is_some() {
-        // Without a MySQL, a product stored there is refused here.
-        let stock = on_mysql.then_some(first_wave);
-        mysql_store::reset(backends.mysql()?, id, epoch, stock, &stale.lock_rows).await?;
-    }
+    let store = strategy.store(&product);
+    store.lay_out(backends, &product, &stale).await?;
     tx.commit().await?;
 
     // One atomic pipeline per cluster slot (no MULTI spans two): each
@@ -287,19 +313,19 @@ pub async fn reset(
             .del(key)
             .ignore();
     }
-    if let StockLayout::Redis(cells) = strategy.layout(&product) {
-        // Wave 1's share (the whole stock without waves), split over
-        // the counters; later waves are added when they come due.
-        let through = waves::through(request.stock, product.settings.waves, cells.len());
-        for (cell, through) in cells.iter().zip(through) {
-            let pipe = pipe_of(&mut by_slot, cell.place.slot());
-            pipe.set(&cell.key, through[1])
-                .ignore()
-                .set(cell.place.epoch(), epoch)
-                .ignore();
-            if product.settings.waves > 1 {
-                pipe.set(waves::waves_key(cell), 1).ignore();
-            }
+    // Wave 1's share (the whole stock without waves), split over the
+    // store's Redis counters, if it has any; later waves are added when
+    // they come due.
+    let cells = store.cells();
+    let shares = through(request.stock, product.settings.waves, cells.len());
+    for (cell, through) in cells.iter().zip(shares) {
+        let pipe = pipe_of(&mut by_slot, cell.place.slot());
+        pipe.set(&cell.key, through[1])
+            .ignore()
+            .set(cell.place.epoch(), epoch)
+            .ignore();
+        if product.settings.waves > 1 {
+            pipe.set(cell.waves_key(), 1).ignore();
         }
     }
     pipe_of(&mut by_slot, home)
@@ -317,8 +343,8 @@ pub async fn reset(
 }
 
 /// Everything any strategy may keep for these versions of a product: each
-/// strategy's footprint and Redis stock keys, and the product's buyer
-/// counts. Every strategy, not only the product's: a product that changes
+/// strategy's footprint (its store's counters among it), and the
+/// product's buyer counts. Every strategy, not only the product's: a product that changes
 /// strategy must not inherit the last one's locks.
 fn footprint<'a>(catalogue: &Catalogue, versions: impl Iterator<Item = &'a Product>) -> Footprint {
     let mut all = Footprint::default();
@@ -326,11 +352,6 @@ fn footprint<'a>(catalogue: &Catalogue, versions: impl Iterator<Item = &'a Produ
         all = all.and(Footprint::redis([keys::buyers(product.id)]));
         for strategy in catalogue.all() {
             all = all.and(strategy.footprint(product));
-            if let StockLayout::Redis(cells) = strategy.layout(product) {
-                let counters = cells.iter().map(|c| c.key.clone());
-                let markers = cells.iter().map(waves::waves_key);
-                all = all.and(Footprint::redis(counters.chain(markers)));
-            }
         }
     }
     all
@@ -344,14 +365,15 @@ fn to_json(product: &Product) -> String {
 mod tests {
     use super::*;
 
-    fn product(id: i64, epoch: i64) -> Arc<Product> {
-        Arc::new(Product {
+    fn product(id: i64, epoch: i64) -> Arc<Listed> {
+        let product = Product {
             id,
             strategy: "redis-lua".into(),
             settings: Settings::default(),
             initial: 10,
             epoch,
-        })
+        };
+        Arc::new(Listed::new(&Catalogue::new(), product).expect("redis-lua is catalogued"))
     }
 
     #[test]
@@ -361,7 +383,7 @@ mod tests {
             panic!("an empty cache hit")
         };
         cache.put(miss, product(1, 1));
-        assert_eq!(cache.get(1).ok().map(|p| p.epoch), Some(1));
+        assert_eq!(cache.get(1).ok().map(|l| l.product.epoch), Some(1));
         let Err(stale) = cache.get(2) else {
             panic!("product 2 was never kept")
         };

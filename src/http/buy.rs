@@ -16,13 +16,13 @@ use uuid::Uuid;
 use super::AppState;
 use crate::backends::lane::LaneConn;
 use crate::error::{ApiError, BackendError, ErrorBody};
-use crate::idempotency::{self, Claim, Claimed, Sold};
+use crate::idempotency::{self, Claim, Claimed, Keyed, Sold};
 use crate::live;
 use crate::orders::Order;
 use crate::product::{Product, Window, now_ms, parse_id, truncate};
-use crate::products;
+use crate::products::{self, Listed};
 use crate::sale::BuyCtx;
-use crate::strategy::{Outcome, Sells};
+use crate::strategy::Outcome;
 use crate::telemetry;
 use crate::waves;
 
@@ -139,11 +139,11 @@ async fn answer(
     // memory, no backend touched. A retry with a key may be asking for an
     // order it already has, so it goes on to look.
     let cached = memory.products.get(id);
-    if let Ok(product) = &cached {
+    if let Ok(listed) = &cached {
         // Decided before any backend is touched: a buyer early, late or
         // without a reservation is answered even with Redis down.
-        admit(&app, product, &user, reservation)?;
-        if key.is_none() && memory.sold_out.is_sold_out(id, product.epoch) {
+        admit(&app, &listed.product, &user, reservation)?;
+        if key.is_none() && memory.sold_out.is_sold_out(id, listed.product.epoch) {
             telemetry::sold_out_flag();
             return Err(ApiError::SoldOut);
         }
@@ -152,34 +152,26 @@ async fn answer(
     // command of this buy pipelines on it with everyone else's.
     let lane = app.backends().lane.get().await?;
     let mut redis = lane.conn.clone();
-    let product = match cached {
-        Ok(product) => product,
+    let listed = match cached {
+        Ok(listed) => listed,
         Err(miss) => {
-            let product = products::fill(&memory.products, miss, app.backends(), &mut redis, id)
+            let stores = (app.backends(), app.catalogue());
+            let listed = products::fill(&memory.products, miss, stores, &mut redis, id)
                 .await
                 .inspect_err(|error| app.backends().lane.retire(&lane, error))?
                 .ok_or(ApiError::UnknownProduct(id))?;
-            admit(&app, &product, &user, reservation)?;
-            product
+            admit(&app, &listed.product, &user, reservation)?;
+            listed
         }
     };
-    let strategy = app
-        .catalogue()
-        .get(&product.strategy)
-        .ok_or_else(|| {
-            BackendError::Corrupt(format!(
-                "product {id} has unknown strategy {}",
-                product.strategy
-            ))
-        })?
-        .clone();
+    let product = &listed.product;
     // A wave that came due goes on sale before the buy looks for stock.
     waves::catch_up(
         app.backends(),
         &mut redis,
         &memory.waves,
-        strategy.as_ref(),
-        &product,
+        listed.store.as_ref(),
+        product,
         now_ms(),
     )
     .await
@@ -196,16 +188,14 @@ async fn answer(
         None => None,
         Some(key) => {
             let ttl = Duration::from_secs(app.inner.edge.idempotency_ttl_secs);
-            let claimed = idempotency::claim(
-                &mut redis,
-                &app.backends().pg,
-                &product,
-                &order.user_id,
-                &key,
-                order.order_id,
-                ttl,
-            )
-            .await?;
+            let keyed = Keyed {
+                backends: app.backends(),
+                store: listed.store.as_ref(),
+                product,
+                buyer: &order.user_id,
+                key: &key,
+            };
+            let claimed = idempotency::claim(&mut redis, &keyed, order.order_id, ttl).await?;
             match claimed {
                 Claimed::Owner(claim) => Some(claim),
                 Claimed::Replay(sold) => return Ok(replayed(sold)),
@@ -236,7 +226,7 @@ async fn answer(
         strategy = %product.strategy,
     );
     let sale = tokio::spawn(
-        sell(app.clone(), strategy, lane, product, order, claim, started).instrument(span),
+        sell(app.clone(), listed.clone(), lane, order, claim, started).instrument(span),
     );
     let sold = sale
         .await
@@ -281,18 +271,19 @@ fn admit(
 /// seen here sets the instance's sold-out flag.
 async fn sell(
     app: AppState,
-    strategy: Arc<dyn Sells>,
+    listed: Arc<Listed>,
     lane: LaneConn,
-    product: Arc<Product>,
     order: Order,
     claim: Option<Claim>,
     started: Instant,
 ) -> Result<Sold, ApiError> {
     let mut redis = lane.conn.clone();
+    let (product, strategy) = (&listed.product, &listed.strategy);
     let ctx = BuyCtx {
         started,
         redis: redis.clone(),
-        product: &product,
+        product,
+        store: listed.store.as_ref(),
         order: &order,
         backends: app.backends(),
     };
@@ -348,7 +339,7 @@ async fn sell(
             retry_after,
         },
         Err(BackendError::OutcomeUnknown(cause)) => {
-            count_unknown(&mut redis, &product).await;
+            count_unknown(&mut redis, product).await;
             // The claim stays: a retry with this key must not buy again
             // before anyone knows whether this one did.
             return Err(ApiError::OutcomeUnknown {

@@ -65,8 +65,8 @@ pub async fn one(
             retry_after: std::time::Duration::from_secs(1),
         });
     }
-    let layout = ledger::layout(app.catalogue(), &product);
-    let placement = placement::of(&mut conn, layout).await?;
+    let store = app.catalogue().store(&product);
+    let placement = placement::of(&mut conn, store.cells()).await?;
     let mut ledgers = ledger::compute(app.backends(), app.catalogue(), &[product]).await?;
     let mut ledger = ledgers.remove(0);
     ledger.placement = Some(placement);

@@ -18,7 +18,6 @@ use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::product::{Product, StoreKind};
 use crate::sale::BuyCtx;
-use crate::store::mysql_store;
 
 /// The `db-lock-table` strategy's catalogue entry.
 pub const INFO: Info = Info {
@@ -46,91 +45,11 @@ fn lock_name(product_id: i64) -> String {
     format!("product:{product_id}")
 }
 
-/// Takes a free lock: the unique name makes the INSERT the acquisition.
-/// `DO NOTHING` checks the index without locking a held row, so waiters do
-/// not queue on the holder's row lock.
-const INSERT_SQL: &str = "INSERT INTO locks (name, owner, lease_ms, acquired_at) \
-     VALUES ($1, $2, $3, clock_timestamp()) ON CONFLICT (name) DO NOTHING RETURNING owner";
-
-/// Takes over a stale lock (a crashed holder's): only a row past its lease
-/// matches the `WHERE`, so a live holder's row is never touched.
-const TAKE_OVER_SQL: &str = "UPDATE locks SET owner = $2, lease_ms = $3, acquired_at = clock_timestamp() \
-     WHERE name = $1 AND acquired_at + lease_ms * interval '1 millisecond' < clock_timestamp() \
-     RETURNING owner";
-
-/// [`INSERT_SQL`] in MySQL: `IGNORE` turns the duplicate name into "no
-/// row inserted" (an upsert would answer 1 either way: sqlx counts found
-/// rows).
-const MYSQL_INSERT_SQL: &str = "INSERT IGNORE INTO locks (name, owner, lease_ms, acquired_at) \
-     VALUES (?, ?, ?, NOW(6))";
-
-/// [`TAKE_OVER_SQL`] in MySQL.
-const MYSQL_TAKE_OVER_SQL: &str = "UPDATE locks SET owner = ?, lease_ms = ?, acquired_at = NOW(6) \
-     WHERE name = ? AND acquired_at + INTERVAL lease_ms * 1000 MICROSECOND < NOW(6)";
-
 /// The lock-table lock. Its table is in the database that holds the
-/// stock: MySQL's for a product stored there (the articles' MySQL lock
-/// table), PostgreSQL's otherwise.
+/// stock (the store's [`crate::sale::Store::lock_table`]): MySQL's for a
+/// product stored there (the articles' MySQL lock table), PostgreSQL's
+/// otherwise.
 pub struct DbLockTable;
-
-/// Tries once to take the lock, as `owner`, in MySQL's table. InnoDB
-/// deadlocks here under contention (the duplicate-key check takes a shared
-/// lock on the held row, which the holder's DELETE then waits for): the
-/// victim took nothing, and tries again like any waiter.
-async fn take_in_mysql(ctx: &BuyCtx<'_>, name: &str, owner: &str) -> Result<bool, BackendError> {
-    match try_take_in_mysql(ctx, name, owner).await {
-        Err(error) if mysql_store::rolled_back(&error) => Ok(false),
-        taken => taken,
-    }
-}
-
-async fn try_take_in_mysql(
-    ctx: &BuyCtx<'_>,
-    name: &str,
-    owner: &str,
-) -> Result<bool, BackendError> {
-    let mysql = ctx.backends.mysql()?;
-    let lease = ctx.product.settings.lease_ms as i64;
-    let inserted = sqlx::query(MYSQL_INSERT_SQL)
-        .bind(name)
-        .bind(owner)
-        .bind(lease)
-        .execute(mysql)
-        .await?
-        .rows_affected();
-    if inserted == 1 {
-        return Ok(true);
-    }
-    let taken = sqlx::query(MYSQL_TAKE_OVER_SQL)
-        .bind(owner)
-        .bind(lease)
-        .bind(name)
-        .execute(mysql)
-        .await?
-        .rows_affected();
-    Ok(taken == 1)
-}
-
-/// Tries once to take the lock, as `owner`, in PostgreSQL's table.
-async fn take_in_pg(ctx: &BuyCtx<'_>, name: &str, owner: &str) -> Result<bool, BackendError> {
-    for sql in [INSERT_SQL, TAKE_OVER_SQL] {
-        let took: Option<String> = sqlx::query_scalar(sql)
-            .bind(name)
-            .bind(owner)
-            .bind(ctx.product.settings.lease_ms as i64)
-            .fetch_optional(&ctx.backends.pg)
-            .await?;
-        if took.is_some() {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
-/// Whether the product's lock table is MySQL's.
-fn in_mysql(ctx: &BuyCtx<'_>) -> bool {
-    ctx.product.settings.store.unwrap_or(INFO.store) == StoreKind::Mysql
-}
 
 impl Lock for DbLockTable {
     type Guard = Token;
@@ -142,14 +61,9 @@ impl Lock for DbLockTable {
     ) -> Result<Option<Token>, BackendError> {
         let name = lock_name(ctx.product.id);
         let owner = Uuid::new_v4().to_string();
-        let mysql = in_mysql(ctx);
+        let table = ctx.store.lock_table();
         loop {
-            let took = if mysql {
-                take_in_mysql(ctx, &name, &owner).await?
-            } else {
-                take_in_pg(ctx, &name, &owner).await?
-            };
-            if took {
+            if table.take_lock(ctx, &name, &owner).await? {
                 return Ok(Some(Token(owner)));
             }
             if Instant::now() >= deadline {
@@ -163,27 +77,7 @@ impl Lock for DbLockTable {
 
     async fn release(&self, ctx: &BuyCtx<'_>, guard: Token) -> Result<(), BackendError> {
         let name = lock_name(ctx.product.id);
-        if in_mysql(ctx) {
-            // A release InnoDB picks as a deadlock's victim is run again:
-            // otherwise the lock would stay held until its lease ran out.
-            let mysql = ctx.backends.mysql()?;
-            mysql_store::again_if_rolled_back(|| async {
-                sqlx::query("DELETE FROM locks WHERE name = ? AND owner = ?")
-                    .bind(&name)
-                    .bind(&guard.0)
-                    .execute(mysql)
-                    .await?;
-                Ok(())
-            })
-            .await?;
-        } else {
-            sqlx::query("DELETE FROM locks WHERE name = $1 AND owner = $2")
-                .bind(name)
-                .bind(&guard.0)
-                .execute(&ctx.backends.pg)
-                .await?;
-        }
-        Ok(())
+        ctx.store.lock_table().drop_lock(ctx, &name, &guard.0).await
     }
 
     fn footprint(&self, product: &Product) -> Footprint {

@@ -13,7 +13,9 @@
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
+use redis::streams::{
+    StreamAutoClaimOptions, StreamId, StreamRangeReply, StreamReadOptions, StreamReadReply,
+};
 use sqlx::PgPool;
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -257,6 +259,35 @@ async fn ensure_group(conn: &mut RedisConn) -> Result<(), BackendError> {
         }
     }
     Ok(())
+}
+
+/// Longest order stream a search reads; a longer backlog means the
+/// writer is behind, and the one searching is told to come back.
+const STREAM_SEARCH_LIMIT: usize = 10_000;
+
+/// The order `order_id` if it waits in `stream`.
+pub async fn find_in_stream(
+    conn: &mut RedisConn,
+    stream: &str,
+    order_id: Uuid,
+) -> Result<Option<Order>, BackendError> {
+    let length: usize = redis::cmd("XLEN").arg(stream).query_async(conn).await?;
+    if length > STREAM_SEARCH_LIMIT {
+        return Err(BackendError::Unavailable(format!(
+            "{length} orders wait in the stream; cannot tell yet"
+        )));
+    }
+    let reply: StreamRangeReply = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query_async(conn)
+        .await?;
+    Ok(reply
+        .ids
+        .iter()
+        .filter_map(parse_entry)
+        .find(|order| order.order_id == order_id))
 }
 
 /// Reads an order back from a stream entry; `None` if a field is missing.

@@ -259,6 +259,39 @@ pub fn all_orders() -> Vec<String> {
     (0..SHARDS).map(orders_of_shard).collect()
 }
 
+/// A Redis counter and where the script that writes it finds the rest of
+/// its keys (one place, one cluster slot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisCell {
+    /// The counter.
+    pub key: String,
+    /// Its place: the epoch, order stream, buyer counts and fencing
+    /// record the selling script uses.
+    pub place: Place,
+    /// Whether the selling script checks and counts the per-buyer limit.
+    /// False where the buyer's unit was claimed beforehand at the
+    /// product's home (`crate::limit::claim_at_home`): a segment away
+    /// from home cannot count the buyer in the same atomic step.
+    pub counts_buyer: bool,
+}
+
+impl RedisCell {
+    /// The product's one counter, at home, counting buyers.
+    pub fn home(product: &super::Product) -> Self {
+        Self {
+            key: stock(product.id),
+            place: Place::home(product.id),
+            counts_buyer: true,
+        }
+    }
+
+    /// The key holding how many waves this counter holds (beside it, in
+    /// its slot).
+    pub fn waves_key(&self) -> String {
+        format!("{}:waves", self.key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 
 pub mod keys;
 mod settings;
+pub mod shares;
 
 use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};

@@ -14,7 +14,7 @@ use super::client::{Answer, BuyResult, Target};
 use crate::check::history::{self, Completion, Event, RaceHistory};
 use crate::check::{self, Verdict};
 use crate::ledger::Ledger;
-use crate::product::{MAX_WAVES, ResetRequest, Settings, StoreKind, now_ms};
+use crate::product::{MAX_WAVES, ResetRequest, Settings, now_ms};
 
 /// One race's settings.
 #[derive(Debug, Clone)]
@@ -128,7 +128,7 @@ impl Audit {
                 safe: self.safe.contains(&ledger.strategy),
                 initial: ledger.initial,
                 per_user_limit: ledger.settings.per_user_limit,
-                orders_in: ledger.store.filter(|s| *s == StoreKind::Mysql),
+                orders_in: ledger.orders_in,
             },
             events: attempts.iter().map(|a| a.event(began)).collect(),
         };

@@ -7,12 +7,214 @@
 //! statement's OK packet (the classic MySQL sequence idiom): one round trip,
 //! as PostgreSQL's `RETURNING`.
 
-use sqlx::MySqlPool;
+use std::time::Duration;
 
-use super::Written;
+use sqlx::MySqlPool;
+use uuid::Uuid;
+
+use super::mysql_rows::MysqlRows;
+use crate::backends::conn::RedisConn;
+use crate::backends::{Backends, Footprint};
 use crate::error::{AtCommit, BackendError};
 use crate::limit;
-use crate::sale::BuyCtx;
+use crate::orders::Order;
+use crate::product::shares::through;
+use crate::product::{Product, StoreKind};
+use crate::sale::{BuyCtx, Rows, Store, StoreFuture, Written};
+
+/// A product's stock in MySQL's `products` row, its orders in MySQL's
+/// `orders` (the product's definition stays in PostgreSQL).
+pub struct MysqlStore;
+
+impl Store for MysqlStore {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Mysql
+    }
+
+    fn orders_in(&self) -> StoreKind {
+        StoreKind::Mysql
+    }
+
+    fn rows(&self) -> Option<&'static dyn Rows> {
+        Some(&MysqlRows)
+    }
+
+    fn lock_table(&self) -> &'static dyn Rows {
+        &MysqlRows
+    }
+
+    fn recheck_every(&self) -> Duration {
+        Duration::from_millis(250)
+    }
+
+    fn read<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        _cell: usize,
+        fence: Option<u64>,
+    ) -> StoreFuture<'a, i64> {
+        Box::pin(read(ctx, fence))
+    }
+
+    fn write<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        _cell: usize,
+        new_stock: i64,
+        fence: Option<u64>,
+    ) -> StoreFuture<'a, Written> {
+        Box::pin(write(ctx, new_stock, fence))
+    }
+
+    fn bought<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, i64> {
+        Box::pin(async move {
+            let held: Option<i64> = sqlx::query_scalar(
+                "SELECT CAST(bought AS SIGNED) FROM buyer_counts \
+                 WHERE product_id = ? AND epoch = ? AND user_id = ?",
+            )
+            .bind(ctx.product.id)
+            .bind(ctx.product.epoch)
+            .bind(&ctx.order.user_id)
+            .fetch_optional(ctx.backends.mysql()?)
+            .await?;
+            Ok(held.unwrap_or(0))
+        })
+    }
+
+    /// A MySQL-stored sale inserts its order in its own transaction, into
+    /// MySQL's `orders`: that is the one place to look.
+    fn find_order<'a>(
+        &'a self,
+        backends: &'a Backends,
+        _redis: &'a mut RedisConn,
+        _product: &'a Product,
+        order_id: Uuid,
+    ) -> StoreFuture<'a, Option<Order>> {
+        Box::pin(async move {
+            let stored: Option<(i64, i64, String, String, String)> = sqlx::query_as(
+                "SELECT product_id, epoch, user_id, strategy, served_by FROM orders \
+                 WHERE order_id = ?",
+            )
+            .bind(order_id)
+            .fetch_optional(backends.mysql()?)
+            .await?;
+            Ok(
+                stored.map(|(product_id, epoch, user_id, strategy, served_by)| Order {
+                    order_id,
+                    product_id,
+                    epoch,
+                    user_id,
+                    strategy,
+                    served_by,
+                }),
+            )
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        backends: &'a Backends,
+        _redis: &'a mut RedisConn,
+        product: &'a Product,
+        due: u32,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            // MySQL has no arrays: the cumulative shares as a JSON array,
+            // indexed by the waves the row holds (`stock` is assigned
+            // first, so it reads the old `waves_released`).
+            let through = &through(product.initial, product.settings.waves, 1)[0];
+            sqlx::query(
+                "UPDATE products SET stock = stock + ? - JSON_EXTRACT(?, CONCAT('$[', waves_released, ']')), \
+                 waves_released = ? WHERE id = ? AND epoch = ? AND waves_released < ?",
+            )
+            .bind(through[due as usize])
+            .bind(serde_json::to_string(through).unwrap_or_default())
+            .bind(due as i32)
+            .bind(product.id)
+            .bind(product.epoch)
+            .bind(due as i32)
+            .execute(backends.mysql()?)
+            .await?;
+            Ok(())
+        })
+    }
+
+    fn waves_held<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+    ) -> StoreFuture<'a, Vec<u32>> {
+        Box::pin(async move {
+            let held: Option<i32> =
+                sqlx::query_scalar("SELECT waves_released FROM products WHERE id = ?")
+                    .bind(product.id)
+                    .fetch_optional(backends.mysql()?)
+                    .await?;
+            Ok(vec![held.unwrap_or(1).max(1) as u32])
+        })
+    }
+
+    /// Never in a stream: MySQL's own `orders`.
+    fn orders<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        _in_stream: &'a [Uuid],
+    ) -> StoreFuture<'a, (i64, i64)> {
+        Box::pin(async move {
+            let in_table: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM orders WHERE product_id = ? AND epoch = ?",
+            )
+            .bind(product.id)
+            .bind(product.epoch)
+            .fetch_one(backends.mysql()?)
+            .await?;
+            Ok((in_table, 0))
+        })
+    }
+
+    fn remaining<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+    ) -> StoreFuture<'a, i64> {
+        Box::pin(async move { stock(backends.mysql()?, product.id).await })
+    }
+
+    fn footprint(&self, _product: &Product) -> Footprint {
+        Footprint::default()
+    }
+
+    /// The row written with the new epoch and wave 1's stock, the
+    /// product's old orders, buyer counts and lock rows gone, in one
+    /// MySQL transaction.
+    fn lay_out<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        stale: &'a Footprint,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let first_wave = through(product.initial, product.settings.waves, 1)[0][1];
+            let mysql = backends.mysql()?;
+            reset(mysql, product, Some(first_wave), &stale.lock_rows).await
+        })
+    }
+}
+
+/// The reset's part in MySQL for a product laid out in another store:
+/// what it left here goes, so nothing of it is counted (nothing to do
+/// without a MySQL).
+pub async fn leave(
+    backends: &Backends,
+    product: &Product,
+    stale: &Footprint,
+) -> Result<(), BackendError> {
+    match &backends.mysql {
+        Some(mysql) => reset(mysql, product, None, &stale.lock_rows).await,
+        None => Ok(()),
+    }
+}
 
 /// The `orders` INSERT of a MySQL-stored sale (`?` placeholders, bound by
 /// [`bind_order`]).
@@ -36,7 +238,7 @@ pub fn bind_order<'q>(
 /// The product's stock; with a fencing token, records it as the newest
 /// that has touched the row, in the same statement that reads (the stock
 /// comes back as `LAST_INSERT_ID`).
-pub async fn read(ctx: &BuyCtx<'_>, fence: Option<u64>) -> Result<i64, BackendError> {
+async fn read(ctx: &BuyCtx<'_>, fence: Option<u64>) -> Result<i64, BackendError> {
     let product = ctx.product;
     let mysql = ctx.backends.mysql()?;
     match fence {
@@ -73,7 +275,7 @@ pub async fn read(ctx: &BuyCtx<'_>, fence: Option<u64>) -> Result<i64, BackendEr
 /// reset, a newer fencing token touched the row, or the buyer is at the
 /// limit. Run again when InnoDB rolled it back (writers a broken lock lets
 /// in together can deadlock on the row and the buyer counts).
-pub async fn write(
+async fn write(
     ctx: &BuyCtx<'_>,
     new_stock: i64,
     fence: Option<u64>,
@@ -141,13 +343,13 @@ pub async fn stock(mysql: &MySqlPool, id: i64) -> Result<i64, BackendError> {
 /// and wave 1's `stock` when the product is stored here (`stock` given),
 /// and deleted otherwise, so a product that leaves MySQL leaves nothing
 /// behind to be counted.
-pub async fn reset(
+async fn reset(
     mysql: &MySqlPool,
-    id: i64,
-    epoch: i64,
+    product: &Product,
     stock: Option<i64>,
     lock_rows: &[String],
 ) -> Result<(), BackendError> {
+    let (id, epoch) = (product.id, product.epoch);
     let mut tx = mysql.begin().await?;
     for delete in [
         "DELETE FROM orders WHERE product_id = ?",

@@ -1,14 +1,25 @@
 //! The Redis store: a counter key per product (or per segment), written
-//! together with the order's `XADD` by one script.
+//! together with the order's `XADD` by one script; the order writer moves
+//! the streams into PostgreSQL, so an order is in one of the two (or,
+//! briefly, in both).
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use redis::{AsyncCommands, Script};
+use uuid::Uuid;
 
-use super::RedisCell;
-use super::script::{self, Written};
+use super::script;
+use super::{mysql_store, pg_store};
+use crate::backends::conn::RedisConn;
+use crate::backends::{Backends, Footprint};
 use crate::error::BackendError;
-use crate::sale::BuyCtx;
+use crate::orders::Order;
+use crate::orders::writer::find_in_stream;
+use crate::product::keys::RedisCell;
+use crate::product::shares::through;
+use crate::product::{Product, StoreKind, keys};
+use crate::sale::{BuyCtx, Rows, Store, StoreFuture, Written};
 
 /// KEYS: stock, fence-seen. ARGV: fencing token.
 /// Records the token as the newest to touch the stock, returns the stock.
@@ -35,6 +46,220 @@ static WRITE: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
+/// Adds to a counter what waves `held + 1 ..= due` release, if the counter
+/// holds fewer, in this reset. `-1`: the counter belongs to another reset.
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[3]) ~= ARGV[1] then return -1 end \
+         local held = tonumber(redis.call('GET', KEYS[2]) or '1') \
+         local due = tonumber(ARGV[2]) \
+         if held >= due then return 0 end \
+         redis.call('INCRBY', KEYS[1], tonumber(ARGV[3 + due]) - tonumber(ARGV[3 + held])) \
+         redis.call('SET', KEYS[2], due) \
+         return 1",
+    )
+});
+
+/// A product's stock in Redis: its counters (one, or one per segment),
+/// each in its place.
+pub struct RedisStore {
+    /// The counters; the stock is split evenly over them.
+    cells: Vec<RedisCell>,
+}
+
+impl RedisStore {
+    /// The stock in `cells`.
+    pub fn new(cells: Vec<RedisCell>) -> Self {
+        Self { cells }
+    }
+
+    fn cell(&self, cell: usize) -> Result<&RedisCell, BackendError> {
+        self.cells
+            .get(cell)
+            .ok_or_else(|| BackendError::Corrupt(format!("no stock counter {cell}")))
+    }
+
+    /// Every order stream the counters' sales append to, each once.
+    fn streams(&self, product: &Product) -> Vec<String> {
+        let mut streams = vec![keys::orders(product.id)];
+        for cell in &self.cells {
+            let stream = cell.place.orders();
+            if !streams.contains(&stream) {
+                streams.push(stream);
+            }
+        }
+        streams
+    }
+}
+
+impl Store for RedisStore {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Redis
+    }
+
+    fn orders_in(&self) -> StoreKind {
+        StoreKind::Postgres
+    }
+
+    fn cells(&self) -> &[RedisCell] {
+        &self.cells
+    }
+
+    fn rows(&self) -> Option<&'static dyn Rows> {
+        None
+    }
+
+    fn lock_table(&self) -> &'static dyn Rows {
+        &super::pg_rows::PgRows
+    }
+
+    fn recheck_every(&self) -> Duration {
+        Duration::from_millis(25)
+    }
+
+    fn read<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        cell: usize,
+        fence: Option<u64>,
+    ) -> StoreFuture<'a, i64> {
+        Box::pin(async move { read(ctx, self.cell(cell)?, fence).await })
+    }
+
+    fn write<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        cell: usize,
+        new_stock: i64,
+        fence: Option<u64>,
+    ) -> StoreFuture<'a, Written> {
+        Box::pin(
+            async move { script::run(&WRITE, ctx, self.cell(cell)?, Some(new_stock), fence).await },
+        )
+    }
+
+    fn bought<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, i64> {
+        Box::pin(async move {
+            let held: Option<i64> = ctx
+                .redis
+                .clone()
+                .hget(keys::buyers(ctx.product.id), &ctx.order.user_id)
+                .await?;
+            Ok(held.unwrap_or(0))
+        })
+    }
+
+    fn find_order<'a>(
+        &'a self,
+        backends: &'a Backends,
+        redis: &'a mut RedisConn,
+        product: &'a Product,
+        order_id: Uuid,
+    ) -> StoreFuture<'a, Option<Order>> {
+        Box::pin(async move {
+            // The table first: an order leaves the stream only once it is
+            // stored, so one moving between the two reads is found there.
+            if let Some(order) = pg_store::find_order(&backends.pg, order_id).await? {
+                return Ok(Some(order));
+            }
+            for stream in self.streams(product) {
+                if let Some(order) = find_in_stream(redis, &stream, order_id).await? {
+                    return Ok(Some(order));
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        _backends: &'a Backends,
+        redis: &'a mut RedisConn,
+        product: &'a Product,
+        due: u32,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let through = through(product.initial, product.settings.waves, self.cells.len());
+            for (cell, through) in self.cells.iter().zip(through) {
+                let _: i64 = RELEASE
+                    .key(&cell.key)
+                    .key(cell.waves_key())
+                    .key(cell.place.epoch())
+                    .arg(product.epoch)
+                    .arg(due)
+                    .arg(&through)
+                    .invoke_async(redis)
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn waves_held<'a>(
+        &'a self,
+        backends: &'a Backends,
+        _product: &'a Product,
+    ) -> StoreFuture<'a, Vec<u32>> {
+        Box::pin(async move {
+            let keys: Vec<String> = self.cells.iter().map(RedisCell::waves_key).collect();
+            let values = backends.redis.get().await?.get_each::<i64>(&keys).await?;
+            Ok(values
+                .into_iter()
+                .map(|v| v.map_or(1, |w| w.max(1) as u32))
+                .collect())
+        })
+    }
+
+    fn orders<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        in_stream: &'a [Uuid],
+    ) -> StoreFuture<'a, (i64, i64)> {
+        Box::pin(pg_store::count_orders(&backends.pg, product, in_stream))
+    }
+
+    fn remaining<'a>(
+        &'a self,
+        backends: &'a Backends,
+        _product: &'a Product,
+    ) -> StoreFuture<'a, i64> {
+        Box::pin(async move {
+            let stock_keys: Vec<String> = self.cells.iter().map(|c| c.key.clone()).collect();
+            let values = backends
+                .redis
+                .get()
+                .await?
+                .get_each::<i64>(&stock_keys)
+                .await?;
+            Ok(values.into_iter().flatten().sum())
+        })
+    }
+
+    fn footprint(&self, product: &Product) -> Footprint {
+        let counters = self.cells.iter().map(|c| c.key.clone());
+        let markers = self.cells.iter().map(RedisCell::waves_key);
+        Footprint::redis(
+            [keys::fence_seen(product.id)]
+                .into_iter()
+                .chain(counters)
+                .chain(markers),
+        )
+    }
+
+    /// The counters are set by the reset's Redis pipeline, after
+    /// PostgreSQL commits (from [`Store::cells`]); here only what the
+    /// product left in MySQL goes.
+    fn lay_out<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        stale: &'a Footprint,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(mysql_store::leave(backends, product, stale))
+    }
+}
+
 /// The counter (0 when missing), registering `fence` when given.
 pub async fn read(
     ctx: &BuyCtx<'_>,
@@ -54,14 +279,4 @@ pub async fn read(
             .invoke_async(&mut conn)
             .await?),
     }
-}
-
-/// Writes `new_stock` to the counter and appends the order, atomically.
-pub async fn write(
-    ctx: &BuyCtx<'_>,
-    cell: &RedisCell,
-    new_stock: i64,
-    fence: Option<u64>,
-) -> Result<Written, BackendError> {
-    script::run(&WRITE, ctx, cell, Some(new_stock), fence).await
 }

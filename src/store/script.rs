@@ -9,32 +9,11 @@
 
 use redis::Script;
 
-use super::RedisCell;
 use crate::error::{AtCommit, BackendError};
 use crate::orders::{Order, fields};
+use crate::product::keys::RedisCell;
 use crate::product::{Product, keys};
-use crate::sale::BuyCtx;
-
-/// What a selling script (or a PostgreSQL write) did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Written {
-    /// Stock written and order recorded, atomically.
-    Sold {
-        /// The product's stock right after this sale, when the write was
-        /// to the product's one counter (not a segment): the unit this
-        /// buyer got, which a history check holds unique.
-        left: Option<i64>,
-    },
-    /// Nothing written: no stock left.
-    SoldOut,
-    /// Nothing written: the product was reset since the buy began.
-    Reset,
-    /// Nothing written: the buyer already holds `per_user_limit` units.
-    LimitReached,
-    /// Nothing written: a holder with a newer fencing token touched the
-    /// stock since this one read it.
-    Fenced,
-}
+use crate::sale::{BuyCtx, Written};
 
 /// Each answer's code on the Lua side.
 const CODES: [(Written, i64); 5] = [

@@ -15,6 +15,10 @@ use crate::info::Info;
 use crate::lock::{
     db_lock_table, etcd, fenced, local_mutex, redis_lock, redisson, redlock, setnx_naive, zookeeper,
 };
+use crate::product::Product;
+use crate::product::keys::RedisCell;
+use crate::sale::Store;
+use crate::store::redis_store::RedisStore;
 
 /// All strategies, by catalogue id.
 pub struct Catalogue {
@@ -55,6 +59,15 @@ impl Catalogue {
     /// The strategy with this id.
     pub fn get(&self, id: &str) -> Option<&Arc<dyn Sells>> {
         self.all.iter().find(|s| s.info().id == id)
+    }
+
+    /// Where `product`'s stock lives under its strategy (a strategy no
+    /// longer in the catalogue: the one Redis counter it had).
+    pub fn store(&self, product: &Product) -> Arc<dyn Store> {
+        match self.get(&product.strategy) {
+            Some(strategy) => strategy.store(product),
+            None => Arc::new(RedisStore::new(vec![RedisCell::home(product)])),
+        }
     }
 
     /// Every strategy, in catalogue order.

@@ -19,7 +19,7 @@ use crate::error::{AtCommit, BackendError};
 use crate::info::{Expect, Hazard, Info};
 use crate::orders::Order;
 use crate::product::{Product, StoreKind};
-use crate::store::Written;
+use crate::sale::Written;
 
 /// One call sells to the whole group.
 const SELL_GROUP_SQL: &str = "SELECT verdict, stock_left FROM \

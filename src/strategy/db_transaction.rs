@@ -22,15 +22,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Outcome, Strategy, section, store_of};
+use super::{Outcome, Strategy};
 use crate::backoff;
-use crate::error::{AtCommit, BackendError};
+use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
-use crate::limit;
-use crate::orders::INSERT_SQL;
 use crate::product::StoreKind;
 use crate::sale::BuyCtx;
-use crate::store::mysql_store::bind_order;
 
 /// The transaction-only strategy.
 pub struct DbTransaction;
@@ -51,125 +48,24 @@ const INFO: Info = Info {
     recipes: &[],
 };
 
-/// What one transaction did.
-enum Attempt {
-    /// It ended (sold, sold out, limit): the buyer's answer.
-    Done(Outcome),
-    /// PostgreSQL refused it (40001): run it again.
-    Serialization,
-}
-
 impl Strategy for DbTransaction {
     fn info(&self) -> &Info {
         &INFO
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-        let on_mysql = store_of(&INFO, ctx.product) == StoreKind::Mysql;
+        let rows = ctx.rows()?;
         for attempt in 0..=ctx.product.settings.max_retries {
-            let done = if on_mysql {
-                Attempt::Done(on_mysql_once(ctx).await?)
-            } else {
-                on_pg_once(ctx).await?
-            };
-            match done {
-                Attempt::Done(outcome) => return Ok(outcome),
-                Attempt::Serialization => {
-                    let cap = Instant::now() + Duration::from_millis(8);
-                    tokio::time::sleep(backoff::delay(attempt, cap)).await;
-                }
+            if let Some(written) = rows.transaction(ctx).await? {
+                return Ok(written.into());
             }
+            // A serialization failure: nothing was written; run it again
+            // from a new snapshot.
+            let cap = Instant::now() + Duration::from_millis(8);
+            tokio::time::sleep(backoff::delay(attempt, cap)).await;
         }
         Ok(Outcome::busy(
             "serialization failure max_retries times: others kept writing first",
         ))
     }
-}
-
-/// The transaction on PostgreSQL; a serialization failure of any of its
-/// statements (the stock's UPDATE, or the buyer's count) rolled it back.
-async fn on_pg_once(ctx: &BuyCtx<'_>) -> Result<Attempt, BackendError> {
-    match pg_transaction(ctx).await {
-        Err(BackendError::Sql(sqlx::Error::Database(db)))
-            if db.code().as_deref() == Some("40001") =>
-        {
-            Ok(Attempt::Serialization)
-        }
-        done => done.map(Attempt::Done),
-    }
-}
-
-async fn pg_transaction(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-    let product = ctx.product;
-    let mut tx = ctx
-        .backends
-        .pg
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        .await?;
-    let stock: Option<i64> =
-        sqlx::query_scalar("SELECT stock FROM products WHERE id = $1 AND epoch = $2")
-            .bind(product.id)
-            .bind(product.epoch)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let Some(stock) = stock else {
-        return Ok(Outcome::busy("the product was reset during the buy"));
-    };
-    if stock <= 0 {
-        return Ok(Outcome::SoldOut);
-    }
-    section::work(ctx).await;
-    sqlx::query("UPDATE products SET stock = $1 WHERE id = $2")
-        .bind(stock - 1)
-        .bind(product.id)
-        .execute(&mut *tx)
-        .await?;
-    if !limit::claim_pg(&mut tx, ctx).await? {
-        return Ok(Outcome::LimitReached);
-    }
-    ctx.order
-        .bind_insert(sqlx::query(INSERT_SQL))
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await.at_commit()?;
-    Ok(Outcome::Sold {
-        left: Some(stock - 1),
-    })
-}
-
-/// The same transaction on InnoDB, at the same isolation level, named
-/// for this transaction rather than left to the server's default.
-async fn on_mysql_once(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-    let product = ctx.product;
-    let mut tx = ctx
-        .backends
-        .mysql()?
-        .begin_with("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION")
-        .await?;
-    let stock: Option<i64> =
-        sqlx::query_scalar("SELECT stock FROM products WHERE id = ? AND epoch = ?")
-            .bind(product.id)
-            .bind(product.epoch)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let Some(stock) = stock else {
-        return Ok(Outcome::busy("the product was reset during the buy"));
-    };
-    if stock <= 0 {
-        return Ok(Outcome::SoldOut);
-    }
-    section::work(ctx).await;
-    sqlx::query("UPDATE products SET stock = ? WHERE id = ?")
-        .bind(stock - 1)
-        .bind(product.id)
-        .execute(&mut *tx)
-        .await?;
-    if !limit::claim_mysql(&mut tx, ctx).await? {
-        return Ok(Outcome::LimitReached);
-    }
-    bind_order(ctx).execute(&mut *tx).await?;
-    tx.commit().await.at_commit()?;
-    Ok(Outcome::Sold {
-        left: Some(stock - 1),
-    })
 }

@@ -31,7 +31,7 @@ use crate::info::Info;
 use crate::orders::Order;
 use crate::product::Product;
 use crate::sale::BuyCtx;
-use crate::store::Written;
+use crate::sale::Written;
 use crate::telemetry;
 
 /// Most buyers in one group: bounds a step's arguments (a PostgreSQL

@@ -5,26 +5,15 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Outcome, Strategy, section, store_of};
+use super::{Outcome, Strategy, section};
 use crate::backends::{Backends, Footprint};
 use crate::error::BackendError;
 use crate::info::Info;
 use crate::limit;
 use crate::lock::{Lock, Reading, Waiting};
-use crate::product::{Product, StoreKind};
+use crate::product::Product;
 use crate::sale::BuyCtx;
-use crate::store::{self, Cell};
 use crate::telemetry;
-
-/// How long a waiter waits for the lock before re-reading the stock. A
-/// PostgreSQL read costs a pooled connection that the holder may need, so
-/// waiters on a database store re-read ten times less often.
-fn recheck_every(kind: StoreKind) -> Duration {
-    match kind {
-        StoreKind::Redis => Duration::from_millis(25),
-        StoreKind::Postgres | StoreKind::Mysql => Duration::from_millis(250),
-    }
-}
 
 /// A strategy made of a lock around [`section::run`].
 pub struct Locked<L> {
@@ -39,7 +28,7 @@ impl<L: Lock> Locked<L> {
     }
 }
 
-/// Runs the critical section on `cell` while `guard` is held (recording
+/// Runs the critical section on the store's counter `cell` while `guard` is held (recording
 /// how long the buyer waited and held), then releases the lock. Shared by
 /// [`Locked`] and the segment locks of `segmented`.
 pub async fn hold<L: Lock>(
@@ -47,7 +36,7 @@ pub async fn hold<L: Lock>(
     lock: &L,
     ctx: &BuyCtx<'_>,
     guard: L::Guard,
-    cell: &Cell,
+    cell: usize,
 ) -> Result<Outcome, BackendError> {
     let section = section::run(ctx, cell, L::fence(&guard));
     let outcome = telemetry::holding(strategy, ctx.started, section).await;
@@ -65,22 +54,20 @@ impl<L: Lock> Strategy for Locked<L> {
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-        let kind = store_of(&self.info, ctx.product);
-        if limit::already_reached(ctx, kind).await? {
+        if limit::already_reached(ctx).await? {
             return Ok(Outcome::LimitReached);
         }
-        let cell = Cell::of(kind, ctx.product);
         let deadline =
             Instant::now() + Duration::from_millis(ctx.product.settings.acquire_timeout_ms);
         let guard = loop {
             // A waiter re-reads the stock between slices of waiting: once
             // the product is sold out there is nothing to wait for. Only a
             // hint — the section re-checks under the lock.
-            if store::read(ctx, &cell, None).await? <= 0 {
+            if ctx.store.read(ctx, 0, None).await? <= 0 {
                 return Ok(Outcome::SoldOut);
             }
             let until = match self.lock.waiting() {
-                Waiting::Sliced => deadline.min(Instant::now() + recheck_every(kind)),
+                Waiting::Sliced => deadline.min(Instant::now() + ctx.store.recheck_every()),
                 Waiting::Queued | Waiting::FailFast => deadline,
             };
             if let Some(guard) = self.lock.acquire(ctx, until).await? {
@@ -90,12 +77,13 @@ impl<L: Lock> Strategy for Locked<L> {
                 return Ok(Outcome::busy("lock not acquired within acquire_timeout_ms"));
             }
         };
-        hold(self.info.id, &self.lock, ctx, guard, &cell).await
+        hold(self.info.id, &self.lock, ctx, guard, 0).await
     }
 
     fn footprint(&self, product: &Product) -> Footprint {
-        let kind = store_of(&self.info, product);
-        store::footprint(kind, product).and(self.lock.footprint(product))
+        self.store(product)
+            .footprint(product)
+            .and(self.lock.footprint(product))
     }
 
     async fn reading(

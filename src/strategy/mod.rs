@@ -2,10 +2,13 @@
 //! product by id from the [`catalogue`].
 //!
 //! Locked strategies are a [`crate::lock::Lock`] composed with the shared
-//! critical section in [`section`] ([`locked::Locked`]); the atomic ones
-//! (`redis-lua`, `db-atomic`, `db-optimistic`, `db-pessimistic`) do their
-//! own thing in one step; `segmented` spreads the stock over K cells, each
-//! under its own lock.
+//! critical section in [`section`] ([`locked::Locked`]), on whichever
+//! store holds the stock. The others do their own thing: `redis-lua` and
+//! `redis-group` in one Lua script; `db-atomic`, `db-pessimistic`,
+//! `db-optimistic` and `db-transaction` in SQL, in the dialect of the
+//! database that holds the row ([`crate::sale::Rows`]); `db-group` in one
+//! PostgreSQL transaction per group; `segmented` spreads the stock over K
+//! counters, each under its own lock.
 //!
 //! Two traits: a strategy implements [`Strategy`] with native `async fn`
 //! (static, no boxing); the catalogue holds them as `dyn` [`Sells`], whose
@@ -23,13 +26,13 @@ pub mod db_transaction;
 pub mod group;
 pub mod locked;
 pub mod naive;
-pub mod on_mysql;
 pub mod redis_group;
 pub mod redis_lua;
 pub mod section;
 pub mod segmented;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -39,22 +42,9 @@ use crate::error::BackendError;
 use crate::info::Info;
 use crate::lock::Reading;
 use crate::product::{Product, StoreKind};
-use crate::sale::BuyCtx;
-use crate::store::{self, RedisCell, Written};
+use crate::sale::{BuyCtx, Store, Written};
+use crate::store::registry;
 pub use catalogue::Catalogue;
-
-/// Where a product's stock lives, as its strategy lays it out.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StockLayout {
-    /// Redis counters; the stock is split evenly over them (one key for
-    /// most strategies, one per segment for `segmented`), each in its
-    /// place.
-    Redis(Vec<RedisCell>),
-    /// `products.stock`.
-    Postgres,
-    /// `products.stock` in MySQL.
-    Mysql,
-}
 
 /// The result of one buy attempt that did not fail in a backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,20 +111,17 @@ pub trait Strategy: Send + Sync {
     /// Tries to sell one unit of `ctx.product` and record `ctx.order`.
     fn buy(&self, ctx: &BuyCtx<'_>) -> impl Future<Output = Result<Outcome, BackendError>> + Send;
 
-    /// Where the product's stock lives: the product's `store` setting, or
-    /// this strategy's own backend.
-    fn layout(&self, product: &Product) -> StockLayout {
-        match store_of(self.info(), product) {
-            StoreKind::Redis => StockLayout::Redis(vec![RedisCell::home(product)]),
-            StoreKind::Postgres => StockLayout::Postgres,
-            StoreKind::Mysql => StockLayout::Mysql,
-        }
+    /// Where the product's stock lives, laid out as this strategy sells
+    /// it: the store the product's `store` setting names, or this
+    /// strategy's own, with one counter.
+    fn store(&self, product: &Product) -> Arc<dyn Store> {
+        registry::open(store_of(self.info(), product), product)
     }
 
-    /// What it keeps per product besides the stock (lock keys, fences,
-    /// lock rows and nodes): a reset clears it.
+    /// What it keeps per product (its store's counters and fences, lock
+    /// keys, lock rows and nodes): a reset clears it.
     fn footprint(&self, product: &Product) -> Footprint {
-        store::footprint(store_of(self.info(), product), product)
+        self.store(product).footprint(product)
     }
 
     /// What a stock query holds while it reads the product's ledger: the
@@ -160,8 +147,8 @@ pub trait Sells: Send + Sync {
     fn info(&self) -> &Info;
     /// See [`Strategy::buy`]; the future boxed.
     fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>>;
-    /// See [`Strategy::layout`].
-    fn layout(&self, product: &Product) -> StockLayout;
+    /// See [`Strategy::store`].
+    fn store(&self, product: &Product) -> Arc<dyn Store>;
     /// See [`Strategy::footprint`].
     fn footprint(&self, product: &Product) -> Footprint;
     /// See [`Strategy::reading`]; the future boxed.
@@ -181,8 +168,8 @@ impl<S: Strategy> Sells for S {
         Box::pin(Strategy::buy(self, ctx))
     }
 
-    fn layout(&self, product: &Product) -> StockLayout {
-        Strategy::layout(self, product)
+    fn store(&self, product: &Product) -> Arc<dyn Store> {
+        Strategy::store(self, product)
     }
 
     fn footprint(&self, product: &Product) -> Footprint {

@@ -23,7 +23,8 @@ use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::orders::Order;
 use crate::product::{Product, StoreKind};
-use crate::store::{Written, script};
+use crate::sale::Written;
+use crate::store::script;
 
 /// The reset checked once; then, buyer by buyer in arrival order, the
 /// stock left and the buyer's limit, the order recorded; one `DECRBY`.

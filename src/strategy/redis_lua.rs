@@ -17,8 +17,9 @@ use super::{Outcome, Strategy};
 use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::product::StoreKind;
+use crate::product::keys::RedisCell;
 use crate::sale::BuyCtx;
-use crate::store::{RedisCell, script};
+use crate::store::script;
 
 /// Check the reset, the stock and the buyer's limit, then decrement and
 /// record the order: all or nothing.

@@ -21,11 +21,12 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::{Outcome, StockLayout, Strategy, locked};
+use super::{Outcome, Strategy, locked};
 use crate::backends::Footprint;
 use crate::backends::lease::{release_key, try_set};
 use crate::backoff;
@@ -34,9 +35,10 @@ use crate::info::{Expect, Hazard, Info};
 use crate::limit;
 use crate::lock::{Lock, Token, Waiting};
 use crate::product::keys::Place;
+use crate::product::keys::RedisCell;
 use crate::product::{Product, StoreKind, keys};
-use crate::sale::BuyCtx;
-use crate::store::{self, Cell, RedisCell};
+use crate::sale::{BuyCtx, Store};
+use crate::store::redis_store::RedisStore;
 
 /// The segmented-stock strategy.
 pub struct Segmented;
@@ -87,8 +89,7 @@ async fn walk(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let mut stock_seen = false;
         for step in 0..segments {
             let k = (start + step) % segments;
-            let cell = Cell::Redis(cell(product, k));
-            if store::read(ctx, &cell, None).await? <= 0 {
+            if ctx.store.read(ctx, k as usize, None).await? <= 0 {
                 continue;
             }
             stock_seen = true;
@@ -100,7 +101,7 @@ async fn walk(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
             };
             // Sold out under the lock means this segment emptied since
             // the read above: walk on.
-            match locked::hold(INFO.id, &lock, ctx, guard, &cell).await? {
+            match locked::hold(INFO.id, &lock, ctx, guard, k as usize).await? {
                 Outcome::SoldOut => continue,
                 outcome => return Ok(outcome),
             }
@@ -166,13 +167,16 @@ impl Strategy for Segmented {
         outcome
     }
 
-    fn layout(&self, product: &Product) -> StockLayout {
+    /// One counter per segment, each in its own place.
+    fn store(&self, product: &Product) -> Arc<dyn Store> {
         let segments = product.settings.segments.max(1);
-        StockLayout::Redis((0..segments).map(|k| cell(product, k)).collect())
+        Arc::new(RedisStore::new(
+            (0..segments).map(|k| cell(product, k)).collect(),
+        ))
     }
 
-    /// The segment locks, and the epoch copies of the places away from
-    /// home (the reset writes the current ones again).
+    /// The segments' counters, their locks, and the epoch copies of the
+    /// places away from home (the reset writes the current ones again).
     fn footprint(&self, product: &Product) -> Footprint {
         let segments = product.settings.segments.max(1);
         let id = product.id;
@@ -181,7 +185,9 @@ impl Strategy for Segmented {
             .map(|k| Place::segment(id, k, segments))
             .filter(|place| *place != Place::home(id))
             .map(Place::epoch);
-        Footprint::redis(locks.chain(epochs))
+        self.store(product)
+            .footprint(product)
+            .and(Footprint::redis(locks.chain(epochs)))
     }
 }
 

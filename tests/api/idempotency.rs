@@ -185,3 +185,75 @@ async fn a_retry_after_an_unknown_outcome_learns_which() {
     assert_eq!(busy["error"]["code"], "busy");
     assert_eq!(lab.gateway().ledger(id).await.expect("ledger").sold, 2);
 }
+
+/// The lost answer, on every store: a keyed sale commits, its answer is
+/// lost (the claim stays `pending:<order>:<ms>`, as an `outcome_unknown`
+/// leaves it) until past the settle time, and the buyer retries with the
+/// key. The retry must find the first order wherever the store put it
+/// and replay it — sold 1 — under every strategy, from every store it
+/// takes. (On MySQL it once sold again: the order was looked for only in
+/// PostgreSQL and the streams.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_is_replayed_on_every_store() {
+    use seckill::idempotency::SETTLE;
+    use seckill::product::keys;
+    use seckill::strategy::Catalogue;
+
+    let lab = shared();
+    let base = lab.info.gateway_url.as_str();
+    let client = redis::Client::open(lab.info.redis_url.as_str()).expect("redis");
+    let redis = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("conn");
+    let settled = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        - SETTLE.as_millis()
+        - 1_000;
+    let cases: Vec<(i64, &'static str, &'static str)> = Catalogue::new()
+        .infos()
+        .into_iter()
+        .flat_map(|info| info.stores.iter().map(move |s| (info.id, s.as_str())))
+        .zip(6000..)
+        .map(|((strategy, store), id)| (id, strategy, store))
+        .collect();
+    assert!(cases.iter().any(|c| c.2 == "mysql") && cases.len() > 20);
+    let lose_and_retry = async |(id, strategy, store): (i64, &str, &str)| {
+        // A short wait for a pending key, so each retry settles in ~1 s.
+        let body =
+            json!({"stock": 5, "strategy": strategy, "store": store, "acquire_timeout_ms": 50});
+        let product = lab.gateway().reset(id, &body).await.expect("reset");
+        let epoch = product["epoch"].as_i64().expect("epoch");
+        let (status, first, _) = buy(base, id, "lost", "k").await;
+        assert_eq!(status, StatusCode::OK, "{strategy}@{store}: {first}");
+        let order = first["order_id"].as_str().expect("order id").to_owned();
+        let _: () = redis::cmd("SET")
+            .arg(keys::idempotency(id, epoch, "lost", "k"))
+            .arg(format!("pending:{order}:{settled}"))
+            .arg("PX")
+            .arg(60_000)
+            .query_async(&mut redis.clone())
+            .await
+            .expect("set");
+        let (status, again, replayed) = buy(base, id, "lost", "k").await;
+        let ledger = lab.gateway().ledger(id).await.expect("ledger");
+        (
+            strategy,
+            store,
+            status,
+            again["order_id"] == first["order_id"] && replayed,
+            ledger.sold,
+        )
+    };
+    let results = join_all(cases.into_iter().map(lose_and_retry)).await;
+    let wrong: Vec<_> = results
+        .iter()
+        .filter(|(_, _, status, same, sold)| *status != StatusCode::OK || !same || *sold != 1)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "a retry did not replay the first order: {wrong:?}"
+    );
+}
