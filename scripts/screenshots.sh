@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Redraws the pictures in docs/ that the README shows: the live page
+# Redraws the pictures in docs/ that docs/observability.md shows: the live page
 # (docs/live.png at 1280 px, docs/live-375.png at 375 px) caught while a
 # slow race runs beside finished ones (one oversold), and the report of a
 # small comparison (docs/report.png). Run it after changing the page or the

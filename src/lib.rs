@@ -9,17 +9,21 @@
 //! - [`product`]: products, their [`product::Settings`] and Redis key names;
 //! - [`info`]: what the catalogue says about a strategy and what it is
 //!   expected to do under each hazard;
-//! - [`backends`]: the Redis, PostgreSQL, RedLock, ZooKeeper and etcd handles, and
-//!   the [`backends::Footprint`] a product leaves in them;
+//! - [`backends`]: the Redis, PostgreSQL, MySQL, RedLock, ZooKeeper and
+//!   etcd handles, and the [`backends::Footprint`] a product leaves in
+//!   them;
 //! - [`orders`]: what a sale records, and the writer that moves Redis-sold
 //!   orders into PostgreSQL;
-//! - [`sale`]: what one buy carries through the selling layers;
+//! - [`sale`]: the seam between selling and storing — what one buy
+//!   carries ([`sale::BuyCtx`]), what a store offers it ([`sale::Store`])
+//!   and what a database offers the SQL strategies ([`sale::Rows`]);
 //! - [`error`]: the errors and the status table in one place;
 //!   [`telemetry`] the metrics; [`backoff`] retry pacing.
 //!
 //! **Selling** — how a unit is sold:
-//! - [`lock`]: the locks; [`store`]: where a critical section reads and
-//!   writes the stock; [`limit`]: the per-buyer limit;
+//! - [`lock`]: the locks; [`store`]: one file per store (Redis,
+//!   PostgreSQL, MySQL) behind [`sale::Store`], and each database's
+//!   statements behind [`sale::Rows`]; [`limit`]: the per-buyer limit;
 //! - [`strategy`]: the ways to sell a unit (locked ones compose a lock with
 //!   the shared critical section) and their [`strategy::Catalogue`].
 //!
@@ -28,13 +32,16 @@
 //!   everywhere); [`ledger`]: counts orders honestly;
 //!   [`idempotency`], [`soldout`], [`edge`], [`reservation`]: the buy
 //!   path's guards; [`waves`]: the stock released wave by wave;
-//!   [`chart`]: the comparison drawn as SVG;
+//!   [`placement`]: where a product's counters are; [`live`]: the live
+//!   view's counts; [`chart`]: the comparison drawn as SVG;
 //! - [`http`]: the routes and their OpenAPI document; [`serve`]: pools,
 //!   migrations, writer, server.
 //!
 //! **Tools** — start things, drive load, judge:
 //! - [`lab`]: the whole topology natively, for users and tests alike;
 //! - [`race`]: the load driver, the comparison and the scenarios;
+//!   [`bench`]: sustained throughput against baselines; [`check`]: the
+//!   history checker;
 //! - [`report`]: a race as an HTML page; [`generated`]: the README's
 //!   strategy table and JMeter's CSV, from the catalogue; [`cli`]: the
 //!   command line.

@@ -16,7 +16,7 @@ mod observe;
 mod postgres;
 pub mod process;
 pub mod proxy;
-mod redis;
+pub mod redis;
 pub mod sentinel;
 mod zookeeper;
 

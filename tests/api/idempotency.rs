@@ -220,10 +220,11 @@ async fn a_lost_answer_is_replayed_on_every_store() {
         .map(|((strategy, store), id)| (id, strategy, store))
         .collect();
     assert!(cases.iter().any(|c| c.2 == "mysql") && cases.len() > 20);
-    let lose_and_retry = async |(id, strategy, store): (i64, &str, &str)| {
-        // A short wait for a pending key, so each retry settles in ~1 s.
-        let body =
-            json!({"stock": 5, "strategy": strategy, "store": store, "acquire_timeout_ms": 50});
+    let lose_and_retry = async |(id, strategy, store): (i64, &'static str, &'static str)| {
+        // The default acquire_timeout_ms: every lock must be able to sell
+        // its one unit while all cases run at once. The retry waits that
+        // long (plus a second) for the pending claim before it looks.
+        let body = json!({"stock": 5, "strategy": strategy, "store": store});
         let product = lab.gateway().reset(id, &body).await.expect("reset");
         let epoch = product["epoch"].as_i64().expect("epoch");
         let (status, first, _) = buy(base, id, "lost", "k").await;

@@ -37,13 +37,19 @@ pub async fn app() -> Router {
 
 /// [`app`] with extra `seckill serve` flags.
 pub async fn app_with(extra: &[&str]) -> Router {
+    app_on(&lab().info.redis_url, extra).await
+}
+
+/// [`app_with`] on the Redis at `redis_url` instead of the lab's (the
+/// lab's other backends): for a test that faults a Redis of its own.
+pub async fn app_on(redis_url: &str, extra: &[&str]) -> Router {
     let info = &lab().info;
     let redlock = info.redlock_urls.join(",");
     let Serve { args } = Serve::parse_from(
         [
             "serve",
             "--redis-url",
-            &info.redis_url,
+            redis_url,
             "--database-url",
             &info.postgres_url,
             "--redlock-urls",

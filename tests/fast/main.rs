@@ -1,9 +1,9 @@
 //! The fast tier: what a developer runs between edits, in well under a
 //! minute (`cargo test --lib --test fast`). One lab with the backends only
-//! (Redis ×3, PostgreSQL, ZooKeeper; no instances, no nginx), and the
-//! router driven in-process with `tower::ServiceExt::oneshot` — the same
-//! router an instance serves, against the same real servers, without
-//! starting processes per test. The full suite (`scripts/test.sh`) adds
+//! (Redis ×3, PostgreSQL, MariaDB, ZooKeeper, etcd; no instances, no
+//! nginx), and the router driven in-process with
+//! `tower::ServiceExt::oneshot` — the same router an instance serves,
+//! against the same real servers, without starting processes per test. The full suite (`scripts/test.sh`) adds
 //! the races through nginx, the scenarios, JMeter, Chromium and compose.
 
 #[allow(dead_code)] // the API tests use the rest of the harness
@@ -13,3 +13,4 @@ mod harness;
 mod app;
 mod contract;
 mod generated;
+mod refusals;

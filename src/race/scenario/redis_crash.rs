@@ -20,7 +20,7 @@
 //!   unit is sold twice, and the rest of the stock sells after the
 //!   restart. (`everysec` would lose up to a second of acknowledged
 //!   writes in a crash of the machine, which no process signal can stage;
-//!   the README says so.)
+//!   docs/scenarios.md says so.)
 //! - no persistence: Redis comes back empty. Every acknowledged sale still
 //!   in the stream is gone (`ok_without_order` counts them), and with the
 //!   stock and the reset's epoch gone nothing more sells; no unit is sold
