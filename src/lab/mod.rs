@@ -286,55 +286,71 @@ impl Lab {
         Ok(lab)
     }
 
+    /// Starts every backend at once: they are independent, so the Redis
+    /// servers, ZooKeeper and etcd are spawned first, the two databases'
+    /// bootstraps (initdb, mariadb-install-db: the slow part) and the
+    /// Sentinel topology run side by side, and then every server's
+    /// readiness is waited for together.
     async fn start_backends(&mut self, sentinel: bool) -> anyhow::Result<()> {
         let root = self.info.dir.clone();
+        let (mode, fsync) = (self.info.durability, self.info.redis_fsync);
+        let mut started: Vec<(Managed, Ready)> = Vec::new();
+        let mut redis_urls = Vec::new();
         for name in ["redis", "redis-2", "redis-3"] {
             if name == "redis" && sentinel {
-                self.start_sentinel_topology().await?;
                 continue;
             }
             let port = free_port()?;
             let url = format!("redis://127.0.0.1:{port}");
-            let server = redis::start(
-                &root.join(name),
-                name,
-                port,
-                self.info.durability,
-                self.info.redis_fsync,
-            )?;
-            self.info.redlock_urls.push(url.clone());
-            self.wait(server, move || {
-                let url = url.clone();
-                async move { redis::ready(&url).await }
-            })
-            .await?;
+            let server = redis::start(&root.join(name), name, port, mode, fsync)?;
+            started.push((server, Ready::Redis(url.clone())));
+            redis_urls.push(url);
         }
-        self.info.redis_url = self.info.redlock_urls[0].clone();
-
         let zk_port = free_port()?;
         self.info.zookeeper = format!("127.0.0.1:{zk_port}");
         let server = zookeeper::start(&root.join("zookeeper"), zk_port)?;
-        self.wait(server, move || zookeeper::ready(zk_port)).await?;
-
+        started.push((server, Ready::Zookeeper(zk_port)));
         let (etcd_port, peer_port) = (free_port()?, free_port()?);
         self.info.etcd = format!("127.0.0.1:{etcd_port}");
         let server = etcd::start(&root.join("etcd"), etcd_port, peer_port)?;
-        self.wait(server, move || etcd::ready(etcd_port)).await?;
+        started.push((server, Ready::Etcd(etcd_port)));
 
-        let mysql_port = free_port()?;
+        let (mysql_port, pg_port) = (free_port()?, free_port()?);
         self.info.mysql_url = mysql::url(mysql_port);
-        let server = mysql::start(&root.join("mysql"), mysql_port, self.info.durability).await?;
-        self.wait(server, move || mysql::ready(mysql_port)).await?;
-
-        let pg_port = free_port()?;
         self.info.postgres_url = postgres::url(pg_port);
-        let server = postgres::start(&root.join("postgres"), pg_port, self.info.durability).await?;
-        let url = self.info.postgres_url.clone();
-        self.wait(server, move || {
-            let url = url.clone();
-            async move { postgres::ready(&url).await }
-        })
-        .await
+        let (mysql_dir, pg_dir) = (root.join("mysql"), root.join("postgres"));
+        let databases = async {
+            tokio::try_join!(
+                mysql::start(&mysql_dir, mysql_port, mode),
+                postgres::start(&pg_dir, pg_port, mode),
+            )
+        };
+        let topology = async {
+            match sentinel {
+                true => self.start_sentinel_topology().await,
+                false => Ok(()),
+            }
+        };
+        let ((), (mysql, postgres)) = tokio::try_join!(topology, databases)?;
+        started.push((mysql, Ready::Mysql(mysql_port)));
+        started.push((postgres, Ready::Postgres(self.info.postgres_url.clone())));
+        // After the Sentinel master's, where there is one: RedLock's
+        // masters are named in this order (`redis`, `redis-2`, `redis-3`).
+        self.info.redlock_urls.extend(redis_urls);
+        self.info.redis_url = self.info.redlock_urls[0].clone();
+
+        let first = self.processes.len();
+        let mut probes = Vec::with_capacity(started.len());
+        for (process, ready) in started {
+            self.adopt(process);
+            probes.push(ready);
+        }
+        let waits = self.processes[first..]
+            .iter_mut()
+            .zip(&probes)
+            .map(|(process, ready)| process.wait_ready(READY_TIMEOUT, move || ready.answers()));
+        futures::future::try_join_all(waits).await?;
+        Ok(())
     }
 
     /// Starts all instances at once (which also exercises concurrent
@@ -540,11 +556,13 @@ impl Lab {
     }
 }
 
-/// A restartable backend's readiness probe.
+/// A backend's readiness probe.
 enum Ready {
     Redis(String),
     Postgres(String),
     Mysql(u16),
+    Zookeeper(u16),
+    Etcd(u16),
 }
 
 impl Ready {
@@ -553,6 +571,8 @@ impl Ready {
             Self::Redis(url) => redis::ready(url).await,
             Self::Postgres(url) => postgres::ready(url).await,
             Self::Mysql(port) => mysql::ready(*port).await,
+            Self::Zookeeper(port) => zookeeper::ready(*port).await,
+            Self::Etcd(port) => etcd::ready(*port).await,
         }
     }
 }
