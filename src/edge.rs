@@ -206,9 +206,10 @@ pub async fn overload(method: axum::http::Method, error: tower::BoxError) -> Api
             retry_after: Duration::from_secs(1),
         };
     }
-    ApiError::Backend(crate::error::BackendError::OutcomeUnknown(
-        "the request timed out while its write may still run".into(),
-    ))
+    ApiError::OutcomeUnknown {
+        order_id: None,
+        cause: "the request timed out while its write may still run".into(),
+    }
 }
 
 #[cfg(test)]

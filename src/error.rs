@@ -287,25 +287,40 @@ pub enum ApiError {
         /// Sent as `Retry-After` (whole seconds, at least 1).
         retry_after: Duration,
     },
-    /// 503: the sale was sent and not answered; the order it would have
-    /// recorded is named so the buyer (and a history check) can look for
-    /// it. Retrying with the same `Idempotency-Key` tells which.
-    #[error("outcome unknown for order {order_id}: {cause}")]
+    /// 503: the sale was sent and not answered (or the request timed out
+    /// while its write may still run); the order it would have recorded
+    /// is named, when known, so the buyer (and a history check) can look
+    /// for it. Retrying with the same `Idempotency-Key` tells which. The
+    /// one form an unknown outcome takes in an answer: a backend's
+    /// [`BackendError::OutcomeUnknown`] becomes it.
+    #[error("outcome unknown: {cause}")]
     OutcomeUnknown {
         /// The order the sale would have recorded.
-        order_id: uuid::Uuid,
+        order_id: Option<uuid::Uuid>,
         /// What went wrong, for the log.
         cause: String,
     },
     /// 503 from `/readyz`: a backend is unreachable.
     #[error("not ready: {0}")]
     NotReady(String),
-    /// A backend failed. Logged with its cause; the client sees an opaque
-    /// message. 503 `outcome_unknown` when the selling step was sent and
-    /// not answered, 503 `unavailable` when a backend could not be reached
-    /// before anything was sold, 500 `backend` otherwise (no sale recorded).
+    /// A backend failed before anything could have sold. Logged with its
+    /// cause; the client sees an opaque message: 503 `unavailable` when a
+    /// backend could not be reached or refused before anything ran, 500
+    /// `backend` otherwise.
     #[error(transparent)]
-    Backend(#[from] BackendError),
+    Backend(BackendError),
+}
+
+impl From<BackendError> for ApiError {
+    fn from(error: BackendError) -> Self {
+        match error {
+            BackendError::OutcomeUnknown(cause) => Self::OutcomeUnknown {
+                order_id: None,
+                cause,
+            },
+            error => Self::Backend(error),
+        }
+    }
 }
 
 impl From<Invalid> for ApiError {
@@ -403,9 +418,7 @@ impl ApiError {
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             Self::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
-            Self::OutcomeUnknown { .. } | Self::Backend(BackendError::OutcomeUnknown(_)) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown")
-            }
+            Self::OutcomeUnknown { .. } => (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown"),
             Self::Backend(cause) if cause.is_transport() => {
                 (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
             }
@@ -418,7 +431,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
         let message = match &self {
-            Self::OutcomeUnknown { .. } | Self::Backend(BackendError::OutcomeUnknown(_)) => {
+            Self::OutcomeUnknown { .. } => {
                 tracing::error!(error = %self, "sale outcome unknown");
                 "the sale was sent to a backend that did not answer: it may or may not have \
                  happened; retry with the same Idempotency-Key to learn which"
@@ -435,7 +448,7 @@ impl IntoResponse for ApiError {
             other => other.to_string(),
         };
         let order_id = match &self {
-            Self::OutcomeUnknown { order_id, .. } => Some(*order_id),
+            Self::OutcomeUnknown { order_id, .. } => *order_id,
             _ => None,
         };
         let (seconds_left, opens_at_ms) = match &self {
@@ -577,13 +590,13 @@ mod tests {
                 retry_after: Duration::from_secs(1),
             },
             ApiError::OutcomeUnknown {
-                order_id: uuid::Uuid::nil(),
+                order_id: Some(uuid::Uuid::nil()),
                 cause: "x".into(),
             },
             ApiError::NotReady("x".into()),
             ApiError::Backend(BackendError::Corrupt("x".into())),
             ApiError::Backend(BackendError::Unavailable("x".into())),
-            ApiError::Backend(BackendError::OutcomeUnknown("x".into())),
+            ApiError::from(BackendError::OutcomeUnknown("x".into())),
         ];
         for error in &all {
             match error {

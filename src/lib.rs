@@ -31,7 +31,9 @@
 //! - [`products`]: the product store (load on the buy path, reset
 //!   everywhere); [`ledger`]: counts orders honestly;
 //!   [`idempotency`], [`soldout`], [`edge`], [`reservation`]: the buy
-//!   path's guards; [`waves`]: the stock released wave by wave;
+//!   path's guards; [`purchase`]: the sale as one use case (admit, the
+//!   sold-out flag, waves, idempotency, the sale's task);
+//!   [`waves`]: the stock released wave by wave;
 //!   [`placement`]: where a product's counters are; [`live`]: the live
 //!   view's counts; [`chart`]: the comparison drawn as SVG;
 //! - [`http`]: the routes and their OpenAPI document; [`serve`]: pools,
@@ -67,6 +69,7 @@ pub mod orders;
 pub mod placement;
 pub mod product;
 pub mod products;
+pub mod purchase;
 pub mod race;
 pub mod report;
 pub mod reservation;

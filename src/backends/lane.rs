@@ -16,12 +16,13 @@
 //! instead of sending into it. A connection refused then is `unavailable`
 //! (nothing sent). Errors that leave the socket open — a timeout, a
 //! `READONLY` from a demoted master — retire the connection through the
-//! buy that saw them ([`Lane::retire`]). The buys that were on a
+//! buy that saw them: the connection retires itself when a result it
+//! produced says so ([`LaneConn::checked`]). The buys that were on a
 //! connection when it died get the answer their step deserves
 //! (`outcome_unknown` at the selling step).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use super::conn::RedisConn;
@@ -33,20 +34,24 @@ use crate::error::BackendError;
 /// Longest wait for a new connection (a sentinel lookup included).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The lane's slot: the connection of the moment. A std mutex: held for
+/// a clone, never across an await.
+type Slot = Mutex<Option<LaneConn>>;
+
 /// The shared connection, made on first use and after every retirement.
 pub struct Lane {
     main: MainRedis,
-    /// The connection of the moment and its generation. A std mutex: held
-    /// for a clone, never across an await.
-    current: Mutex<Option<LaneConn>>,
+    /// The connection of the moment and its generation.
+    current: Arc<Slot>,
     /// One connect at a time: after a retirement, the buys that arrive
     /// wait for the one new connection instead of each making their own.
     connecting: tokio::sync::Mutex<u64>,
 }
 
 /// The lane's connection as one buy holds it: the connection (clones
-/// share it) and its generation, which [`Lane::retire`] checks so that a
-/// late error from an old connection never retires its replacement.
+/// share it) and its generation, which [`LaneConn::checked`] checks so
+/// that a late error from an old connection never retires its
+/// replacement.
 #[derive(Clone)]
 pub struct LaneConn {
     /// The shared multiplexed connection.
@@ -54,6 +59,9 @@ pub struct LaneConn {
     generation: u64,
     /// Set by redis-rs when the connection closed.
     closed: Arc<AtomicBool>,
+    /// The lane's slot, to retire itself from (weak: the slot holds this
+    /// connection).
+    slot: Weak<Slot>,
 }
 
 impl Lane {
@@ -61,13 +69,13 @@ impl Lane {
     pub fn new(main: MainRedis) -> Self {
         Self {
             main,
-            current: Mutex::new(None),
+            current: Arc::new(Mutex::new(None)),
             connecting: tokio::sync::Mutex::new(0),
         }
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<LaneConn>> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.current)
     }
 
     /// The connection of the moment, connecting if there is none.
@@ -100,6 +108,7 @@ impl Lane {
             conn,
             generation: *generations,
             closed,
+            slot: Arc::downgrade(&self.current),
         };
         *self.slot() = Some(conn.clone());
         Ok(conn)
@@ -111,21 +120,30 @@ impl Lane {
             .clone()
             .filter(|c| !c.closed.load(Ordering::Acquire))
     }
+}
 
-    /// Drops `used` as the lane's connection if `error` says the
-    /// connection is broken or no longer talks to the master, and it is
-    /// still the current one.
-    pub fn retire(&self, used: &LaneConn, error: &BackendError) {
-        if !error.breaks_redis_connection() {
-            return;
-        }
-        let mut slot = self.slot();
-        if slot
-            .as_ref()
-            .is_some_and(|c| c.generation == used.generation)
+fn lock(slot: &Slot) -> std::sync::MutexGuard<'_, Option<LaneConn>> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LaneConn {
+    /// `result`, after retiring this connection from the lane if the
+    /// error says it is broken or no longer talks to the master (and it
+    /// is still the lane's current one): the next buy connects anew.
+    pub fn checked<T>(&self, result: Result<T, BackendError>) -> Result<T, BackendError> {
+        if let Err(error) = &result
+            && error.breaks_redis_connection()
+            && let Some(slot) = self.slot.upgrade()
         {
-            tracing::warn!(%error, "the buy path's redis connection is retired");
-            *slot = None;
+            let mut current = lock(&slot);
+            if current
+                .as_ref()
+                .is_some_and(|c| c.generation == self.generation)
+            {
+                tracing::warn!(%error, "the buy path's redis connection is retired");
+                *current = None;
+            }
         }
+        result
     }
 }

@@ -44,7 +44,7 @@ pub async fn reset(
     // Every instance forgets the product's sold-out flag and its copy of
     // the product before the reset answers, so nobody refuses the new
     // stock or sells at the old reset.
-    app.inner.memory.forget(id);
+    app.shop().memory.forget(id);
     soldout::broadcast_reset(&mut *app.redis().await?, id).await?;
     tracing::info!(product = id, strategy = %product.strategy, stock = product.initial, epoch = product.epoch, "product reset");
     Ok(Json(product))

@@ -1,7 +1,7 @@
-//! `POST /stock/{id}/buy`.
+//! `POST /stock/{id}/buy`: parses the request, calls the use case
+//! ([`crate::purchase::buy`]) and maps its answer.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -9,22 +9,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use tracing::Instrument;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::AppState;
-use crate::backends::lane::LaneConn;
-use crate::error::{ApiError, BackendError, ErrorBody};
-use crate::idempotency::{self, Claim, Claimed, Keyed, Sold};
+use crate::error::{ApiError, ErrorBody};
+use crate::idempotency::{self, Sold};
 use crate::live;
-use crate::orders::Order;
-use crate::product::{Product, Window, now_ms, parse_id, truncate};
-use crate::products::{self, Listed};
-use crate::sale::BuyCtx;
-use crate::strategy::Outcome;
-use crate::telemetry;
-use crate::waves;
+use crate::product::{now_ms, parse_id, truncate};
+use crate::purchase::{self, Bought, Purchase, Refusal};
 
 /// Longest buyer id accepted.
 const MAX_USER_LEN: usize = 64;
@@ -90,290 +83,67 @@ pub async fn buy(
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let id = parse_id(&raw_id)?;
-    let answered = answer(&app, id, query, headers, started).await;
-    // The live view counts what buyers of a known product were told.
-    if let Some(kind) = live_answer(&answered) {
-        app.inner
-            .memory
-            .live
-            .record(id, kind, started.elapsed(), now_ms() / 1000);
-    }
-    answered
-}
-
-/// The live view's kind of an answer; `None` for a request that named no
-/// product the service knows, or was malformed.
-fn live_answer(answered: &Result<Response, ApiError>) -> Option<live::Answer> {
-    use live::Answer;
-    Some(match answered {
-        Ok(_) => Answer::Sold,
-        Err(ApiError::SoldOut | ApiError::SoldOutUntil { .. }) => Answer::SoldOut,
-        Err(ApiError::Busy { .. } | ApiError::RateLimited { .. }) => Answer::Busy,
-        Err(ApiError::LimitReached) => Answer::LimitReached,
-        Err(ApiError::OutcomeUnknown { .. }) => Answer::Unknown,
-        Err(ApiError::NotStarted { .. } | ApiError::Ended | ApiError::NotReserved) => {
-            Answer::Refused
-        }
-        Err(ApiError::Backend(BackendError::OutcomeUnknown(_))) => Answer::Unknown,
-        Err(ApiError::Backend(_) | ApiError::NotReady(_)) => Answer::Error,
-        Err(_) => return None,
-    })
-}
-
-/// [`buy`] once the product id is known.
-async fn answer(
-    app: &AppState,
-    id: i64,
-    query: Result<Query<BuyQuery>, QueryRejection>,
-    headers: HeaderMap,
-    started: Instant,
-) -> Result<Response, ApiError> {
-    let app = app.clone();
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let user = buyer(&headers, query.user)?;
-    let reservation = reservation(&headers)?;
-    let key = idempotency::parse(&headers)?;
-    let memory = &app.inner.memory;
-    // After the sale is over, this is nearly every request: answered from
-    // memory, no backend touched. A retry with a key may be asking for an
-    // order it already has, so it goes on to look.
-    let cached = memory.products.get(id);
-    if let Ok(listed) = &cached {
-        // Decided before any backend is touched: a buyer early, late or
-        // without a reservation is answered even with Redis down.
-        admit(&app, &listed.product, &user, reservation)?;
-        if key.is_none() && memory.sold_out.is_sold_out(id, listed.product.epoch) {
-            telemetry::sold_out_flag();
-            return Err(ApiError::SoldOut);
-        }
+    let purchase = Purchase {
+        product: parse_id(&raw_id)?,
+        buyer: buyer(&headers, query.user)?,
+        reservation: reservation(&headers)?.map(str::to_owned),
+        key: idempotency::parse(&headers)?,
+        request_id: request_id(&headers),
+    };
+    let id = purchase.product;
+    let bought = purchase::buy(app.shop(), purchase, started).await;
+    // The live view counts what buyers of a known product were told.
+    let kind = match &bought {
+        Ok(_) => Some(live::Answer::Sold),
+        Err(refusal) => refusal.kind(),
+    };
+    if let Some(kind) = kind {
+        let live = &app.shop().memory.live;
+        live.record(id, kind, started.elapsed(), now_ms() / 1000);
     }
-    // The instance's one shared Redis connection (see `Lane`); every
-    // command of this buy pipelines on it with everyone else's.
-    let lane = app.backends().lane.get().await?;
-    let mut redis = lane.conn.clone();
-    let listed = match cached {
-        Ok(listed) => listed,
-        Err(miss) => {
-            let stores = (app.backends(), app.catalogue());
-            let listed = products::fill(&memory.products, miss, stores, &mut redis, id)
-                .await
-                .inspect_err(|error| app.backends().lane.retire(&lane, error))?
-                .ok_or(ApiError::UnknownProduct(id))?;
-            admit(&app, &listed.product, &user, reservation)?;
-            listed
-        }
-    };
-    let product = &listed.product;
-    // A wave that came due goes on sale before the buy looks for stock.
-    waves::catch_up(
-        app.backends(),
-        &mut redis,
-        &memory.waves,
-        listed.store.as_ref(),
-        product,
-        now_ms(),
-    )
-    .await
-    .inspect_err(|error| app.backends().lane.retire(&lane, error))?;
-    let order = Order {
-        order_id: Uuid::now_v7(),
-        product_id: id,
-        epoch: product.epoch,
-        user_id: user,
-        strategy: product.strategy.clone(),
-        served_by: app.inner.instance.clone(),
-    };
-    let claim = match key {
-        None => None,
-        Some(key) => {
-            let ttl = Duration::from_secs(app.inner.edge.idempotency_ttl_secs);
-            let keyed = Keyed {
-                backends: app.backends(),
-                store: listed.store.as_ref(),
-                product,
-                buyer: &order.user_id,
-                key: &key,
-            };
-            let claimed = idempotency::claim(&mut redis, &keyed, order.order_id, ttl).await?;
-            match claimed {
-                Claimed::Owner(claim) => Some(claim),
-                Claimed::Replay(sold) => return Ok(replayed(sold)),
-                Claimed::InProgress => {
-                    return Err(ApiError::Busy {
-                        message: "a request with this Idempotency-Key is still in progress, \
-                                  or its outcome is not settled yet"
-                            .into(),
-                        retry_after: Duration::from_secs(1),
-                    });
-                }
-            }
-        }
-    };
-    // The sale runs in its own task: a client that hangs up (or the
-    // request timeout) must not cut a sale off between the stock write
-    // and the idempotency answer, or a lock between acquire and release.
-    // Its span, which follows one buy through the logs, is for debugging
-    // (`RUST_LOG=seckill=debug`): the log formatter renders a span's
-    // fields when it is made, even if nothing inside ever logs, and that
-    // was 3% of an instance's CPU per sale in the profile. Its warnings
-    // and errors name the product themselves.
-    let span = tracing::debug_span!(
-        "buy",
-        request_id = %request_id(&headers),
-        instance = %app.inner.instance,
-        product = id,
-        strategy = %product.strategy,
-    );
-    let sale = tokio::spawn(
-        sell(app.clone(), listed.clone(), lane, order, claim, started).instrument(span),
-    );
-    let sold = sale
-        .await
-        .map_err(|e| BackendError::Task(e.to_string()))??;
-    Ok(Json(sold).into_response())
+    match bought? {
+        Bought::New(sold) => Ok(Json(sold).into_response()),
+        Bought::Replayed(sold) => Ok(replayed(sold)),
+    }
 }
 
-/// Whether the product sells to this buyer now: its sale window is open
-/// and, with pre-booking, the buyer holds a reservation for this reset of
-/// it (`X-Reservation`).
-fn admit(
-    app: &AppState,
-    product: &Product,
-    user: &str,
-    reservation: Option<&str>,
-) -> Result<(), ApiError> {
-    match product.settings.window(now_ms()) {
-        Window::Open => {}
-        Window::NotStarted(ms) => {
-            return Err(ApiError::NotStarted {
-                starts_in: Duration::from_millis(ms),
-                opens_at_ms: product.settings.opens_at_ms,
-            });
-        }
-        Window::Ended => return Err(ApiError::Ended),
-    }
-    if product.settings.prebooking {
-        let token = reservation.unwrap_or_default();
-        if !app
-            .inner
-            .reservations
-            .holds(token, product.id, product.epoch, user)
-        {
-            return Err(ApiError::NotReserved);
-        }
-    }
-    Ok(())
-}
-
-/// Runs the product's strategy and settles the idempotency claim: the
-/// answer recorded after a sale, the claim withdrawn otherwise. A sell-out
-/// seen here sets the instance's sold-out flag.
-async fn sell(
-    app: AppState,
-    listed: Arc<Listed>,
-    lane: LaneConn,
-    order: Order,
-    claim: Option<Claim>,
-    started: Instant,
-) -> Result<Sold, ApiError> {
-    let mut redis = lane.conn.clone();
-    let (product, strategy) = (&listed.product, &listed.strategy);
-    let ctx = BuyCtx {
-        started,
-        redis: redis.clone(),
-        product,
-        store: listed.store.as_ref(),
-        order: &order,
-        backends: app.backends(),
-    };
-    let outcome = strategy.buy(&ctx).await;
-    if let Err(error) = &outcome {
-        app.backends().lane.retire(&lane, error);
-    }
-    let label = outcome.as_ref().map_or("error", Outcome::label);
-    telemetry::buy(strategy.info().id, label, started.elapsed());
-    tracing::debug!(outcome = label, "buy done");
-    let refusal = match outcome {
-        Ok(Outcome::Sold { left }) => {
-            let sold = Sold {
-                order_id: order.order_id,
-                product_id: product.id,
-                strategy: order.strategy,
-                served_by: order.served_by,
-                // With waves the counter holds only what is on sale so
-                // far: its count is not the buyer's unit of the stock.
-                stock_left: left.filter(|_| product.settings.waves <= 1),
-            };
-            if let Some(claim) = &claim {
-                // The order stands either way; without the answer the key
-                // stays pending (retries are told `busy`, never sold twice).
-                if let Err(error) = claim.record(&mut redis, &sold).await {
-                    tracing::error!(%error, product = product.id, "idempotency answer not recorded");
-                }
-            }
-            return Ok(sold);
-        }
-        Ok(Outcome::SoldOut) => {
-            let now = now_ms();
-            let settings = &product.settings;
-            let due = settings.waves_due(now);
-            if due < settings.waves {
-                // Sold out until the next wave: no flag, come back then.
-                let next_at_ms = settings.wave_opens_at(due + 1);
-                ApiError::SoldOutUntil {
-                    next_in: Duration::from_millis(next_at_ms.saturating_sub(now)),
-                    next_at_ms,
-                }
-            } else {
-                app.inner.memory.sold_out.mark(product.id, product.epoch);
-                ApiError::SoldOut
-            }
-        }
-        Ok(Outcome::LimitReached) => ApiError::LimitReached,
-        Ok(Outcome::Busy {
-            reason,
-            retry_after,
-        }) => ApiError::Busy {
-            message: reason.to_owned(),
-            retry_after,
-        },
-        Err(BackendError::OutcomeUnknown(cause)) => {
-            count_unknown(&mut redis, product).await;
-            // The claim stays: a retry with this key must not buy again
-            // before anyone knows whether this one did.
-            return Err(ApiError::OutcomeUnknown {
-                order_id: order.order_id,
+/// A refusal as the contract answers it.
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::UnknownProduct(id) => Self::UnknownProduct(id),
+            Refusal::NotStarted {
+                starts_in,
+                opens_at_ms,
+            } => Self::NotStarted {
+                starts_in,
+                opens_at_ms,
+            },
+            Refusal::Ended => Self::Ended,
+            Refusal::NotReserved => Self::NotReserved,
+            Refusal::SoldOut => Self::SoldOut,
+            Refusal::SoldOutUntil {
+                next_in,
+                next_at_ms,
+            } => Self::SoldOutUntil {
+                next_in,
+                next_at_ms,
+            },
+            Refusal::LimitReached => Self::LimitReached,
+            Refusal::Busy {
+                reason,
+                retry_after,
+            } => Self::Busy {
+                message: reason.to_owned(),
+                retry_after,
+            },
+            Refusal::OutcomeUnknown { order_id, cause } => Self::OutcomeUnknown {
+                order_id: Some(order_id),
                 cause,
-            });
+            },
+            Refusal::Failed(error) => Self::Backend(error),
         }
-        Err(error) => ApiError::Backend(error),
-    };
-    if let Some(claim) = &claim
-        && let Err(error) = claim.withdraw(&mut redis).await
-    {
-        tracing::warn!(%error, product = product.id, "idempotency claim not withdrawn");
-    }
-    Err(refusal)
-}
-
-/// How long an unknown outcome's count is kept: a day of looking back.
-const UNKNOWN_COUNT_TTL_SECS: u64 = 86_400;
-
-/// Counts an `outcome_unknown` answer in the product's ledger. Best
-/// effort, briefly: the backend that failed may be this very Redis.
-async fn count_unknown(redis: &mut crate::backends::conn::RedisConn, product: &Product) {
-    let key = crate::product::keys::unknown(product.id, product.epoch);
-    let mut pipe = redis::pipe();
-    pipe.incr(&key, 1)
-        .ignore()
-        .expire(&key, UNKNOWN_COUNT_TTL_SECS as i64)
-        .ignore();
-    let counted = pipe.query_async::<()>(redis);
-    match tokio::time::timeout(Duration::from_millis(200), counted).await {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => tracing::warn!(%error, "unknown outcome not counted"),
-        Err(_) => tracing::warn!("unknown outcome not counted: redis did not answer"),
     }
 }
 

@@ -66,7 +66,7 @@ pub async fn strategies(State(app): State<AppState>) -> Json<Vec<Info>> {
 pub async fn healthz(State(app): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",
-        instance: app.inner.instance.clone(),
+        instance: app.shop().instance.clone(),
     })
 }
 
@@ -97,7 +97,7 @@ pub async fn readyz(State(app): State<AppState>) -> Result<Json<Health>, ApiErro
         .map_err(|e| ApiError::NotReady(format!("postgres: {e}")))?;
     Ok(Json(Health {
         status: "ready",
-        instance: app.inner.instance.clone(),
+        instance: app.shop().instance.clone(),
     }))
 }
 
@@ -128,7 +128,7 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
 )]
 pub async fn config(State(app): State<AppState>) -> Json<Config> {
     Json(Config {
-        instance: app.inner.instance.clone(),
+        instance: app.shop().instance.clone(),
         persistence: crate::backends::persistence::read(app.backends()).await,
         edge: app.inner.edge.clone(),
         product_defaults: Settings::default(),

@@ -28,6 +28,7 @@ use crate::backends::Backends;
 use crate::backends::master::PooledRedis;
 use crate::edge::{self, ClientIp, EdgeArgs};
 use crate::error::{ApiError, BackendError};
+use crate::purchase::Shop;
 use crate::reservation::Reservations;
 use crate::soldout::Memory;
 use crate::strategy::Catalogue;
@@ -41,22 +42,15 @@ pub struct AppState {
 }
 
 struct Inner {
-    /// Redis and PostgreSQL pools.
-    backends: Backends,
-    /// Strategies by id.
-    catalogue: Catalogue,
-    /// This instance's name, returned as `served_by` so a client can see
-    /// the round-robin at work.
-    instance: String,
+    /// What the buy use case needs, the backends and the catalogue among
+    /// it; the instance's name, returned as `served_by` so a client can
+    /// see the round-robin at work.
+    shop: Arc<Shop>,
     /// The bearer token `PUT /admin/…` requires.
     admin_token: String,
-    /// Signs and checks pre-booking reservations.
-    reservations: Reservations,
     /// Rate limits and overload settings, applied by [`router`] and shown
     /// by `GET /config`.
     edge: EdgeArgs,
-    /// Products this instance has seen sell out, and its copies of them.
-    memory: Arc<Memory>,
     /// Renders `GET /metrics`.
     metrics: PrometheusHandle,
 }
@@ -72,34 +66,41 @@ impl AppState {
         memory: Arc<Memory>,
         metrics: PrometheusHandle,
     ) -> Self {
+        let shop = Shop {
+            backends,
+            catalogue: Catalogue::new(),
+            instance,
+            reservations,
+            memory,
+            idempotency_ttl: Duration::from_secs(edge.idempotency_ttl_secs),
+        };
         Self {
             inner: Arc::new(Inner {
-                backends,
-                catalogue: Catalogue::new(),
-                instance,
+                shop: Arc::new(shop),
                 admin_token,
-                reservations,
                 edge,
-                memory,
                 metrics,
             }),
         }
     }
 
+    fn shop(&self) -> &Arc<Shop> {
+        &self.inner.shop
+    }
+
     fn backends(&self) -> &Backends {
-        &self.inner.backends
+        &self.inner.shop.backends
     }
 
     fn catalogue(&self) -> &Catalogue {
-        &self.inner.catalogue
+        &self.inner.shop.catalogue
     }
 
     /// One pooled Redis connection for the whole request: deadpool pings a
     /// connection on every checkout, so a handler takes one and shares it.
     async fn redis(&self) -> Result<PooledRedis, ApiError> {
         Ok(self
-            .inner
-            .backends
+            .backends()
             .redis
             .get()
             .await

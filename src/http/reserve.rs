@@ -78,7 +78,7 @@ pub async fn reserve(
             "reservations closed when the sale opened",
         ));
     }
-    let token = app.inner.reservations.sign(id, product.epoch, &user);
+    let token = app.shop().reservations.sign(id, product.epoch, &user);
     Ok(Json(Reservation {
         product_id: id,
         user,

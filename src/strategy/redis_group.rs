@@ -87,9 +87,6 @@ impl SellsGroup for RedisGroup {
     ) -> Result<Vec<Written>, BackendError> {
         let lane = backends.lane.get().await?;
         let sold = script::run_group(&SELL_GROUP, &mut lane.conn.clone(), product, orders).await;
-        if let Err(error) = &sold {
-            backends.lane.retire(&lane, error);
-        }
-        sold
+        lane.checked(sold)
     }
 }

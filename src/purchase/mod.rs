@@ -1,0 +1,238 @@
+//! The sale as one use case, out of the HTTP layer: [`buy`] admits the
+//! buyer (the sale window, a reservation), answers from the instance's
+//! sold-out flag, puts a wave that came due on sale, claims the
+//! Idempotency-Key, and runs the sale in a task of its own ([`settle`]).
+//! It returns what was bought or one [`Refusal`]; the HTTP handler parses
+//! the request, calls it and maps the result, and the live view reads the
+//! refusal's kind once.
+
+mod refusal;
+mod settle;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::backends::Backends;
+use crate::backends::lane::LaneConn;
+use crate::error::BackendError;
+use crate::idempotency::{self, Claim, Claimed, Keyed, Sold};
+use crate::orders::Order;
+use crate::product::{Product, Window, now_ms};
+use crate::products::{self, Listed, Miss};
+use crate::reservation::Reservations;
+use crate::soldout::Memory;
+use crate::strategy::Catalogue;
+use crate::telemetry;
+use crate::waves;
+pub use refusal::Refusal;
+
+/// What a purchase needs of the instance, shared by every buy (and by the
+/// sale tasks, which outlive the request that started them).
+pub struct Shop {
+    /// Connections.
+    pub backends: Backends,
+    /// Strategies by id.
+    pub catalogue: Catalogue,
+    /// This instance's name, recorded as each order's `served_by`.
+    pub instance: String,
+    /// Signs and checks pre-booking reservations.
+    pub reservations: Reservations,
+    /// What the instance remembers: product copies, sold-out flags, the
+    /// waves it knows are out, the live view's counts.
+    pub memory: Arc<Memory>,
+    /// How long a sale's answer is kept for a retry with its key.
+    pub idempotency_ttl: Duration,
+}
+
+/// One buyer's request to buy one unit, parsed.
+pub struct Purchase {
+    /// The product.
+    pub product: i64,
+    /// The buyer.
+    pub buyer: String,
+    /// The buyer's reservation, for a product with pre-booking.
+    pub reservation: Option<String>,
+    /// The Idempotency-Key, when the client sent one.
+    pub key: Option<String>,
+    /// Follows the buy through the logs.
+    pub request_id: String,
+}
+
+/// What a purchase bought.
+pub enum Bought {
+    /// A new order.
+    New(Sold),
+    /// An earlier request with the same Idempotency-Key's order.
+    Replayed(Sold),
+}
+
+/// Buys one unit for `purchase`.
+pub async fn buy(
+    shop: &Arc<Shop>,
+    purchase: Purchase,
+    started: Instant,
+) -> Result<Bought, Refusal> {
+    let id = purchase.product;
+    // After the sale is over, this is nearly every request: answered from
+    // memory, no backend touched. A retry with a key may be asking for an
+    // order it already has, so it goes on to look.
+    let cached = shop.memory.products.get(id);
+    if let Ok(listed) = &cached {
+        // Decided before any backend is touched: a buyer early, late or
+        // without a reservation is answered even with Redis down.
+        shop.admit(&listed.product, &purchase)?;
+        let epoch = listed.product.epoch;
+        if purchase.key.is_none() && shop.memory.sold_out.is_sold_out(id, epoch) {
+            telemetry::sold_out_flag();
+            return Err(Refusal::SoldOut);
+        }
+    }
+    // The instance's one shared Redis connection (see `Lane`); every
+    // command of this buy pipelines on it with everyone else's.
+    let lane = shop.backends.lane.get().await?;
+    let listed = shop.listing(cached, &lane, &purchase).await?;
+    let mut redis = lane.conn.clone();
+    let product = &listed.product;
+    // A wave that came due goes on sale before the buy looks for stock.
+    let store = listed.store.as_ref();
+    let caught_up = waves::catch_up(
+        &shop.backends,
+        &mut redis,
+        &shop.memory.waves,
+        store,
+        product,
+        now_ms(),
+    );
+    lane.checked(caught_up.await)?;
+    let order = Order {
+        order_id: Uuid::now_v7(),
+        product_id: id,
+        epoch: product.epoch,
+        user_id: purchase.buyer.clone(),
+        strategy: product.strategy.clone(),
+        served_by: shop.instance.clone(),
+    };
+    let claim = match &purchase.key {
+        None => None,
+        Some(key) => match shop
+            .claim(&listed, &lane, &purchase.buyer, key, &order)
+            .await?
+        {
+            Claimed::Owner(claim) => Some(claim),
+            Claimed::Replay(sold) => return Ok(Bought::Replayed(sold)),
+            Claimed::InProgress => {
+                return Err(Refusal::busy(
+                    "a request with this Idempotency-Key is still in progress, \
+                     or its outcome is not settled yet",
+                ));
+            }
+        },
+    };
+    shop.sell(listed, lane, order, claim, &purchase, started)
+        .await
+        .map(Bought::New)
+}
+
+impl Shop {
+    /// Whether the product sells to this buyer now: its sale window is
+    /// open and, with pre-booking, the buyer holds a reservation for this
+    /// reset of it.
+    fn admit(&self, product: &Product, purchase: &Purchase) -> Result<(), Refusal> {
+        match product.settings.window(now_ms()) {
+            Window::Open => {}
+            Window::NotStarted(ms) => {
+                return Err(Refusal::NotStarted {
+                    starts_in: Duration::from_millis(ms),
+                    opens_at_ms: product.settings.opens_at_ms,
+                });
+            }
+            Window::Ended => return Err(Refusal::Ended),
+        }
+        let token = purchase.reservation.as_deref().unwrap_or_default();
+        let (id, epoch) = (product.id, product.epoch);
+        if product.settings.prebooking
+            && !self.reservations.holds(token, id, epoch, &purchase.buyer)
+        {
+            return Err(Refusal::NotReserved);
+        }
+        Ok(())
+    }
+
+    /// The product as cached, or loaded (and admitted) after a miss.
+    async fn listing(
+        &self,
+        cached: Result<Arc<Listed>, Miss>,
+        lane: &LaneConn,
+        purchase: &Purchase,
+    ) -> Result<Arc<Listed>, Refusal> {
+        let miss = match cached {
+            Ok(listed) => return Ok(listed),
+            Err(miss) => miss,
+        };
+        let stores = (&self.backends, &self.catalogue);
+        let mut redis = lane.conn.clone();
+        let filled = products::fill(
+            &self.memory.products,
+            miss,
+            stores,
+            &mut redis,
+            purchase.product,
+        );
+        let listed = lane
+            .checked(filled.await)?
+            .ok_or(Refusal::UnknownProduct(purchase.product))?;
+        self.admit(&listed.product, purchase)?;
+        Ok(listed)
+    }
+
+    /// Claims `buyer`'s Idempotency-Key `key` for `order`.
+    async fn claim(
+        &self,
+        listed: &Listed,
+        lane: &LaneConn,
+        buyer: &str,
+        key: &str,
+        order: &Order,
+    ) -> Result<Claimed, BackendError> {
+        let keyed = Keyed {
+            backends: &self.backends,
+            store: listed.store.as_ref(),
+            product: &listed.product,
+            buyer,
+            key,
+        };
+        let mut redis = lane.conn.clone();
+        idempotency::claim(&mut redis, &keyed, order.order_id, self.idempotency_ttl).await
+    }
+
+    /// The sale in its own task ([`settle::sell`]). Its span, which
+    /// follows one buy through the logs, is for debugging
+    /// (`RUST_LOG=seckill=debug`): the log formatter renders a span's
+    /// fields when it is made, even if nothing inside ever logs, and that
+    /// was 3% of an instance's CPU per sale in the profile. Its warnings
+    /// and errors name the product themselves.
+    async fn sell(
+        self: &Arc<Self>,
+        listed: Arc<Listed>,
+        lane: LaneConn,
+        order: Order,
+        claim: Option<Claim>,
+        purchase: &Purchase,
+        started: Instant,
+    ) -> Result<Sold, Refusal> {
+        let span = tracing::debug_span!(
+            "buy",
+            request_id = %purchase.request_id,
+            instance = %self.instance,
+            product = purchase.product,
+            strategy = %listed.product.strategy,
+        );
+        let sale = settle::sell(self.clone(), listed, lane, order, claim, started);
+        tokio::spawn(sale.instrument(span))
+            .await
+            .map_err(|e| BackendError::Task(e.to_string()))?
+    }
+}
