@@ -10,19 +10,29 @@ use crate::race::RaceArgs;
 use crate::report::ReportArgs;
 use crate::serve::ServeArgs;
 
+/// How the logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line per event, for a person.
+    Text,
+    /// One JSON object per event, for a log collector.
+    Json,
+}
+
 /// seckill — a flash-sale inventory backend and a laboratory of the ways to
 /// protect a hot stock counter.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 pub struct Cli {
-    /// Log format: `text` or `json`.
+    /// Log format.
     #[arg(
         long,
         env = "SECKILL_LOG_FORMAT",
-        default_value = "text",
+        value_enum,
+        default_value_t = LogFormat::Text,
         global = true
     )]
-    pub log_format: String,
+    pub log_format: LogFormat,
     /// What to run.
     #[command(subcommand)]
     pub command: Command,
@@ -71,14 +81,21 @@ mod tests {
     fn the_race_help_names_every_scenario() {
         let cli = Cli::command();
         let race = cli.find_subcommand("race").expect("race");
-        let help = race
+        let values: Vec<String> = race
             .get_arguments()
             .find(|a| a.get_id() == "scenario")
-            .and_then(|a| a.get_help())
-            .expect("--scenario has help")
-            .to_string();
-        for name in crate::race::scenario::NAMES {
-            assert!(help.contains(name), "--scenario's help misses {name}");
+            .expect("--scenario")
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_owned())
+            .collect();
+        for scenario in crate::info::Scenario::ALL {
+            assert!(
+                values.iter().any(|v| v == scenario.name()),
+                "--scenario does not take {}",
+                scenario.name()
+            );
         }
+        assert!(values.iter().any(|v| v == "all"));
     }
 }

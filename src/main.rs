@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use seckill::cli::{Cli, Command};
+use seckill::cli::{Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc: a sale allocates and frees many
@@ -16,7 +16,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log_format, &cli.command);
+    init_tracing(cli.log_format, &cli.command);
     let result = match cli.command {
         Command::Serve(args) => seckill::serve::run(args).await.map(|()| true),
         Command::Lab(args) => seckill::lab::run(args).await.map(|()| true),
@@ -38,7 +38,7 @@ async fn main() -> ExitCode {
 
 /// Logs go to stderr; `RUST_LOG` filters (default: info for `serve`, warn
 /// for the tools, whose output is their table).
-fn init_tracing(format: &str, command: &Command) {
+fn init_tracing(format: LogFormat, command: &Command) {
     let default = match command {
         Command::Serve(_) => "info",
         _ => "warn",
@@ -47,9 +47,8 @@ fn init_tracing(format: &str, command: &Command) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
     }
 }

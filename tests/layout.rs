@@ -15,8 +15,8 @@ use std::process::Command;
 
 use harness::{TestLab, race_on};
 use seckill::info::Expect;
+use seckill::info::Scenario;
 use seckill::race::client::CatalogEntry;
-use seckill::race::scenario::NAMES;
 use seckill::strategy::Catalogue;
 use serde_json::{Value, json};
 
@@ -100,11 +100,11 @@ fn the_reports_cut_nothing_off_at_either_width() {
 
     // Every scenario, with a long variant and the longest expectation.
     let expected = Expect::Throttled.text();
-    let scenarios: Vec<Value> = NAMES
+    let scenarios: Vec<Value> = Scenario::ALL
         .iter()
-        .map(|name| {
+        .map(|scenario| {
             let mut line = row("db-transaction");
-            line["scenario"] = json!(name);
+            line["scenario"] = json!(scenario.name());
             line["variant"] = json!("gw=100/s svc=20/s store=postgres lock+store");
             line["expected"] = json!(expected);
             line["met"] = json!(true);

@@ -12,7 +12,9 @@ mod table;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use clap::ValueEnum;
 
+use crate::info::Scenario;
 use crate::lab::durability::{AofFsync, Durability};
 use crate::lab::{Lab, LabArgs};
 use crate::product::{Recipe, Settings, StoreKind, now_ms};
@@ -105,15 +107,11 @@ pub struct RaceArgs {
     /// First product id used; strategy i races on product first + i.
     #[arg(long, env = "SECKILL_RACE_PRODUCT", default_value_t = 9001)]
     pub first_product: i64,
-    /// Run a named failure scenario instead (each starts its own lab and
-    /// injects its fault): contention, two-instances-local-lock,
-    /// lease-expiry, frozen-holder, holder-crash, redlock-minority-down,
-    /// segment-scaling, rate-limit, repeatable-read, redis-crash,
-    /// pg-restart, instance-kill, partition, redis-failover, cluster-spread,
-    /// cluster-failover, or all. Exits 1 unless
-    /// every expectation is met.
+    /// Run a named failure scenario instead, or all of them in order (each
+    /// starts its own lab and injects its fault). Exits 1 unless every
+    /// expectation is met.
     #[arg(long, env = "SECKILL_RACE_SCENARIO")]
-    pub scenario: Option<String>,
+    pub scenario: Option<ScenarioArg>,
     /// Append every race's history (each request: start, end, status,
     /// order id, instance; JSON lines) to this file, for `seckill check`.
     /// Every race's history is checked against PostgreSQL either way.
@@ -138,7 +136,7 @@ pub struct RaceArgs {
 /// Runs the race and prints the table. `Ok(false)` when a safe strategy
 /// oversold or a strategy's client 200s differ from its recorded orders.
 pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
-    if let Some(name) = &args.scenario {
+    if let Some(name) = args.scenario {
         return run_scenario(name, &args).await;
     }
     let lab = match &args.url {
@@ -301,8 +299,56 @@ async fn persistence_line(target: &Target) -> String {
     )
 }
 
+/// `--scenario`: one scenario, or `all` of them in the order of
+/// [`Scenario::ALL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScenarioArg {
+    /// Every scenario.
+    All,
+    /// One.
+    One(Scenario),
+}
+
+impl ScenarioArg {
+    /// The scenarios it names, in the order they run.
+    pub fn scenarios(self) -> Vec<Scenario> {
+        match self {
+            Self::All => Scenario::ALL.to_vec(),
+            Self::One(scenario) => vec![scenario],
+        }
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::One(scenario) => scenario.name(),
+        }
+    }
+}
+
+impl ValueEnum for ScenarioArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        static CHOICES: std::sync::LazyLock<Vec<ScenarioArg>> = std::sync::LazyLock::new(|| {
+            std::iter::once(ScenarioArg::All)
+                .chain(Scenario::ALL.map(ScenarioArg::One))
+                .collect()
+        });
+        &CHOICES
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        match self {
+            Self::All => {
+                Some(clap::builder::PossibleValue::new("all").help("every scenario, in this order"))
+            }
+            Self::One(scenario) => scenario.to_possible_value(),
+        }
+    }
+}
+
 /// `--scenario NAME`: the scenario's rows, each with its expectation.
-async fn run_scenario(name: &str, args: &RaceArgs) -> anyhow::Result<bool> {
+async fn run_scenario(name: ScenarioArg, args: &RaceArgs) -> anyhow::Result<bool> {
     anyhow::ensure!(
         args.url.is_none(),
         "scenarios start their own labs (they kill and freeze processes); drop --url"
@@ -315,7 +361,7 @@ async fn run_scenario(name: &str, args: &RaceArgs) -> anyhow::Result<bool> {
         history: args.history.clone(),
         redis_cluster: args.redis_cluster,
     };
-    let rows = scenario::run(name, knobs).await?;
+    let rows = scenario::run(&name.scenarios(), knobs).await?;
     print!("{}", table::render_scenarios(&rows));
     save(args, &rows)?;
     let missed: Vec<String> = rows
@@ -338,7 +384,7 @@ fn save<T: serde::Serialize>(args: &RaceArgs, rows: &[T]) -> anyhow::Result<()> 
     }
     if let Some(path) = &args.report {
         let title = match &args.scenario {
-            Some(name) => format!("seckill race --scenario {name}"),
+            Some(name) => format!("seckill race --scenario {}", name.name()),
             None => "seckill race: sold vs stock per strategy".to_owned(),
         };
         let bars = crate::report::bars_from_json(&json)?;

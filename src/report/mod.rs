@@ -155,7 +155,7 @@ pub fn html(title: &str, bars: &[Bar]) -> String {
             && scenario != Some(&verdict.scenario)
         {
             scenario = Some(&verdict.scenario);
-            let claim = crate::info::scenario_claim(&verdict.scenario).unwrap_or("");
+            let claim = crate::info::Scenario::named(&verdict.scenario).map_or("", |s| s.claim());
             rows.push_str(&format!(
                 "<tr class=\"claim\"><td colspan=\"7\"><b>{}</b>: {}</td></tr>\n",
                 escape(&verdict.scenario),

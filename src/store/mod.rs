@@ -26,6 +26,7 @@
 //! writes *before* the new holder writes would still let both sell from
 //! one read.
 
+pub mod innodb;
 pub mod mysql_rows;
 pub mod mysql_store;
 pub mod pg_rows;

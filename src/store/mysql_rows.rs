@@ -9,7 +9,7 @@
 //! MySQL has no `RETURNING` on `UPDATE`: values come back through
 //! `LAST_INSERT_ID(expr)` in the statement's OK packet.
 
-use super::mysql_store::{self, bind_order};
+use super::innodb::{self, bind_order};
 use crate::error::{AtCommit, BackendError};
 use crate::limit;
 use crate::sale::{BuyCtx, Rows, StoreFuture, Written};
@@ -70,7 +70,7 @@ impl Rows for MysqlRows {
     ) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             let mysql = ctx.backends.mysql()?;
-            mysql_store::again_if_rolled_back(|| async {
+            innodb::again_if_rolled_back(|| async {
                 sqlx::query("DELETE FROM locks WHERE name = ? AND owner = ?")
                     .bind(name)
                     .bind(owner)
@@ -98,7 +98,7 @@ enum SellOne {
 /// autocommit statement; run again when InnoDB rolled it back (a
 /// deadlock's victim sold nothing).
 async fn sell_one(ctx: &BuyCtx<'_>, version: Option<i64>) -> Result<SellOne, BackendError> {
-    mysql_store::again_if_rolled_back(|| try_sell_one(ctx, version)).await
+    innodb::again_if_rolled_back(|| try_sell_one(ctx, version)).await
 }
 
 async fn try_sell_one(ctx: &BuyCtx<'_>, version: Option<i64>) -> Result<SellOne, BackendError> {
@@ -256,7 +256,7 @@ const MYSQL_TAKE_OVER_SQL: &str = "UPDATE locks SET owner = ?, lease_ms = ?, acq
 /// victim took nothing, and tries again like any waiter.
 async fn take_lock(ctx: &BuyCtx<'_>, name: &str, owner: &str) -> Result<bool, BackendError> {
     match try_take_lock(ctx, name, owner).await {
-        Err(error) if mysql_store::rolled_back(&error) => Ok(false),
+        Err(error) if innodb::rolled_back(&error) => Ok(false),
         taken => taken,
     }
 }

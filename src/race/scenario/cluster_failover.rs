@@ -37,28 +37,22 @@
 //!   the master dies; the third variant, `sigkill, lock held`, stages
 //!   that ([`super::cluster_holders`]).
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
-use nix::sys::signal::Signal;
-
-use super::{Ctx, ScenarioRow, fault, until};
+use super::cluster_victim::{
+    Race, STOCK, Victim, caught_up, counters, hold_back, homed_on, kill, promoted, sells_again,
+};
+use super::{Ctx, ScenarioRow, until};
+use crate::info::Scenario;
 use crate::lab::sentinel;
 use crate::lab::{Lab, LabArgs};
-use crate::product::Settings;
 use crate::race::client::Target;
-use crate::race::driver::{Attempt, fire, reset};
+use crate::race::driver::{Attempt, Row, fire};
 
-/// The scenario's name.
-pub(super) const NAME: &str = "cluster-failover";
-/// Units on sale per product.
-const STOCK: i64 = 20;
 /// Buyers of the first wave (each buys one unit).
 const BEFORE: usize = 8;
 /// Buyers of the second wave: the whole stock again, and some refused.
 const AFTER: usize = 60;
-/// The master that fails, as the lab names it.
-pub(super) const VICTIM: &str = "cluster-1";
 
 /// How the master goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,49 +96,6 @@ fn topology() -> LabArgs {
     }
 }
 
-/// The master that fails and the replica that follows it.
-pub(super) struct Victim {
-    /// The master's `host:port`.
-    pub victim: String,
-    /// Its URL.
-    pub victim_url: String,
-    /// The replica's `host:port`.
-    pub replica: String,
-    /// The replica's name in the lab.
-    pub replica_name: String,
-    /// Its URL.
-    pub replica_url: String,
-}
-
-impl Victim {
-    /// `cluster-1` of the lab's cluster, and its replica (found by `ROLE`:
-    /// `redis-cli --cluster create` pairs them as it likes).
-    pub(super) async fn of(lab: &Lab) -> anyhow::Result<Self> {
-        let cluster = lab
-            .info
-            .cluster
-            .clone()
-            .ok_or_else(|| anyhow::anyhow!("the lab has no cluster"))?;
-        let victim = cluster.masters[0].clone();
-        let (replica, replica_name) = replica_of(&cluster.replicas, &victim).await?;
-        Ok(Self {
-            victim_url: format!("redis://{victim}"),
-            replica_url: format!("redis://{replica}"),
-            victim,
-            replica,
-            replica_name,
-        })
-    }
-}
-
-/// One product per strategy, homed on the victim.
-pub(super) struct Race {
-    /// The product.
-    pub product: i64,
-    /// The product's counters on the victim and their values now.
-    on_victim: BTreeMap<String, i64>,
-}
-
 async fn failover(
     ctx: &mut Ctx,
     lab: &mut Lab,
@@ -183,17 +134,46 @@ async fn failover(
         drained
     })
     .await?;
-    let mut sold_on_victim = Vec::new();
-    for race in &races {
+    let sold_on_victim = sold_on(&v, &races).await?;
+    fail(lab, &v, how, variant, started, probe).await?;
+
+    let mut rows = Vec::new();
+    for ((race, mut attempts), on_victim) in races.iter().zip(waves).zip(sold_on_victim) {
+        attempts.extend(fire(&gateway, race.product, "after", AFTER, 4, None).await);
+        let row = ctx
+            .scripted_row(&gateway, race.product, &attempts, started)
+            .await?;
+        rows.push(judged(row, how, variant, on_victim));
+    }
+    Ok(rows)
+}
+
+/// What each race's first wave sold on the victim: its counters there
+/// then, against now.
+async fn sold_on(v: &Victim, races: &[Race]) -> anyhow::Result<Vec<i64>> {
+    let mut sold = Vec::new();
+    for race in races {
         let now = counters(&v.victim_url, race.on_victim.keys()).await?;
-        sold_on_victim.push(
+        sold.push(
             race.on_victim
                 .iter()
                 .map(|(key, before)| before - now.get(key).copied().unwrap_or(0))
                 .sum::<i64>(),
         );
     }
+    Ok(sold)
+}
 
+/// The failover itself, until every instance sells on the promoted
+/// replica.
+async fn fail(
+    lab: &Lab,
+    v: &Victim,
+    how: How,
+    variant: &str,
+    started: Instant,
+    probe: i64,
+) -> anyhow::Result<()> {
     match how {
         How::Coordinated => {
             let _: () =
@@ -210,150 +190,31 @@ async fn failover(
         promoted.as_secs_f64(),
         (started.elapsed() - promoted).as_secs_f64()
     );
-
-    let mut rows = Vec::new();
-    for ((race, mut attempts), on_victim) in races.iter().zip(waves).zip(sold_on_victim) {
-        attempts.extend(fire(&gateway, race.product, "after", AFTER, 4, None).await);
-        let row = ctx
-            .scripted_row(&gateway, race.product, &attempts, started)
-            .await?;
-        let lost = row.violations.get("ok_without_order").copied().unwrap_or(0);
-        let twice = row.oversold;
-        let (expected, met) = match how {
-            How::Coordinated => (
-                "no sale lost, no unit sold twice, the stock sold once".to_owned(),
-                lost == 0 && twice == 0 && row.sold == STOCK,
-            ),
-            How::Killed => (
-                format!(
-                    "no sale lost; the {on_victim} first-wave sales on the failed master sold twice"
-                ),
-                lost == 0 && twice == on_victim && on_victim > 0,
-            ),
-        };
-        rows.push(ScenarioRow {
-            met: met && crate::check::truthful(&row.violations),
-            expected,
-            scenario: NAME.to_owned(),
-            variant: variant.to_owned(),
-            row,
-            masters: Vec::new(),
-        });
-    }
-    Ok(rows)
-}
-
-/// Waits until the replica at `replica_url` has every write the master
-/// at `victim_url` has.
-pub(super) async fn caught_up(victim_url: &str, replica_url: &str) -> anyhow::Result<()> {
-    let written = sentinel::replication(victim_url).await?.offset;
-    until("the replica has every write so far", || async {
-        sentinel::replication(replica_url)
-            .await
-            .is_ok_and(|r| r.offset >= written)
-    })
-    .await
-}
-
-/// Freezes the replica until the master drops it (`repl-timeout` set to
-/// 2 s): from then on the master alone has what it acknowledges.
-pub(super) async fn hold_back(lab: &Lab, victim_url: &str, replica: &str) -> anyhow::Result<()> {
-    let _: () = sentinel::command(
-        victim_url,
-        redis::cmd("CONFIG").arg("SET").arg("repl-timeout").arg(2),
-    )
-    .await?;
-    fault(lab, replica, Signal::SIGSTOP)?;
-    until("the master drops the frozen replica", || async {
-        sentinel::replication(victim_url)
-            .await
-            .is_ok_and(|r| r.connected_replicas == 0)
-    })
-    .await
-}
-
-/// Kills the victim and resumes its frozen replica.
-pub(super) async fn kill(lab: &Lab, replica: &str) -> anyhow::Result<()> {
-    fault(lab, VICTIM, Signal::SIGKILL)?;
-    fault(lab, replica, Signal::SIGCONT)
-}
-
-/// Waits until the replica at `replica_url` is a master.
-pub(super) async fn promoted(replica_url: &str) -> anyhow::Result<()> {
-    until("the replica serves the master's slots", || async {
-        sentinel::replication(replica_url)
-            .await
-            .is_ok_and(|r| r.role == "master")
-    })
-    .await
-}
-
-/// Waits until every instance sells `probe` (a product at home on the
-/// promoted master) again.
-pub(super) async fn sells_again(lab: &Lab, probe: i64) -> anyhow::Result<()> {
-    for instance in &lab.info.instances {
-        let direct = Target::new(&instance.url, &lab.info.admin_token, 1)?;
-        until("every instance sells on the promoted master", || async {
-            direct.answer(probe, "probe").await.status == 200
-        })
-        .await?;
-    }
     Ok(())
 }
 
-/// Resets products for `strategy` until one's home is on `victim` (a
-/// `segmented` product as it comes: its segments are everywhere), and
-/// notes its counters there.
-pub(super) async fn homed_on(
-    ctx: &mut Ctx,
-    gateway: &Target,
-    strategy: &'static str,
-    victim: &str,
-) -> anyhow::Result<Race> {
-    for _ in 0..100 {
-        let product = ctx.product();
-        reset(gateway, product, strategy, STOCK, Settings::default()).await?;
-        let placement = gateway.ledger(product).await?.placement.unwrap_or_default();
-        let keys: Vec<String> = placement
-            .iter()
-            .filter(|p| p.master.as_deref() == Some(victim))
-            .map(|p| p.key.clone())
-            .collect();
-        let home_there = placement
-            .first()
-            .is_some_and(|p| p.master.as_deref() == Some(victim));
-        if home_there || placement.len() > 1 {
-            let on_victim = counters(&format!("redis://{victim}"), keys.iter()).await?;
-            return Ok(Race { product, on_victim });
-        }
+/// A race's row against what the mechanism predicts for `how`.
+fn judged(row: Row, how: How, variant: &str, on_victim: i64) -> ScenarioRow {
+    let lost = row.violations.get("ok_without_order").copied().unwrap_or(0);
+    let twice = row.oversold;
+    let (expected, met) = match how {
+        How::Coordinated => (
+            "no sale lost, no unit sold twice, the stock sold once".to_owned(),
+            lost == 0 && twice == 0 && row.sold == STOCK,
+        ),
+        How::Killed => (
+            format!(
+                "no sale lost; the {on_victim} first-wave sales on the failed master sold twice"
+            ),
+            lost == 0 && twice == on_victim && on_victim > 0,
+        ),
+    };
+    ScenarioRow {
+        met: met && crate::check::truthful(&row.violations),
+        expected,
+        scenario: Scenario::ClusterFailover.name().to_owned(),
+        variant: variant.to_owned(),
+        row,
+        masters: Vec::new(),
     }
-    anyhow::bail!("no product of 100 has its home on {victim}: is GET /stock/{{id}} placing it?")
-}
-
-/// The values of `keys` on the node at `url`.
-async fn counters(
-    url: &str,
-    keys: impl Iterator<Item = &String>,
-) -> anyhow::Result<BTreeMap<String, i64>> {
-    let mut values = BTreeMap::new();
-    for key in keys {
-        let value: Option<i64> = sentinel::command(url, redis::cmd("GET").arg(key)).await?;
-        values.insert(key.clone(), value.unwrap_or(0));
-    }
-    Ok(values)
-}
-
-/// The replica (`host:port`, lab name) following `master`, by `ROLE`.
-async fn replica_of(replicas: &[String], master: &str) -> anyhow::Result<(String, String)> {
-    let port = master.rsplit(':').next().unwrap_or_default();
-    for (i, replica) in replicas.iter().enumerate() {
-        let role: Vec<redis::Value> =
-            sentinel::command(&format!("redis://{replica}"), &mut redis::cmd("ROLE")).await?;
-        if let Some(redis::Value::Int(p)) = role.get(2)
-            && p.to_string() == port
-        {
-            return Ok((replica.clone(), format!("cluster-replica-{}", i + 1)));
-        }
-    }
-    anyhow::bail!("no replica follows {master}")
 }

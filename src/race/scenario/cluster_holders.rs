@@ -20,12 +20,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::cluster_failover::{
-    NAME, Victim, caught_up, hold_back, homed_on, kill, promoted, sells_again,
-};
+use super::cluster_victim::{Victim, caught_up, hold_back, homed_on, kill, promoted, sells_again};
 use super::redis_failover::{Holders, holding, locks_on_redis};
 use super::{Ctx, ScenarioRow, buy_in_background, until};
-use crate::info::Hazard;
+use crate::info::{Hazard, Scenario};
 use crate::lab::{Lab, sentinel};
 use crate::product::keys;
 use crate::race::client::Target;
@@ -98,7 +96,9 @@ pub(super) async fn run(ctx: &mut Ctx, lab: &mut Lab) -> anyhow::Result<Vec<Scen
         started,
         work: Duration::from_millis(WORK_MS),
     };
-    holders.second_buyers(ctx, &b, NAME, VARIANT).await
+    holders
+        .second_buyers(ctx, &b, Scenario::ClusterFailover, VARIANT)
+        .await
 }
 
 /// Whether `key` exists on the Redis at `url` (false when it cannot say).

@@ -29,13 +29,12 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::{Ctx, ScenarioRow, met};
-use crate::info::Expect;
+use crate::info::{Expect, Scenario};
 use crate::lab::{LabArgs, cluster};
 use crate::product::Settings;
 use crate::race::client::Target;
 use crate::race::driver::{Row, fire, reset};
 
-const NAME: &str = "cluster-spread";
 /// Masters of the cluster.
 const MASTERS: usize = 3;
 /// The share of the sale path the busiest master serves at least when
@@ -139,7 +138,7 @@ fn judged(
     ScenarioRow {
         met: met(Expect::SellsAll, &row) && load_met,
         expected: format!("{}; {load}", Expect::SellsAll.text()),
-        scenario: NAME.to_owned(),
+        scenario: Scenario::ClusterSpread.name().to_owned(),
         variant: variant.to_owned(),
         row,
         masters,

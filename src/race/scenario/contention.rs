@@ -5,7 +5,7 @@
 //! expectations hold there.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::Hazard;
+use crate::info::{Hazard, Scenario};
 use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
@@ -28,7 +28,13 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         };
         let mut rows = Vec::new();
         for (strategy, expect) in ctx.under(Hazard::Contention) {
-            let case = Case::new("contention", strategy, knobs.stock, knobs.buyers, expect);
+            let case = Case::new(
+                Scenario::Contention,
+                strategy,
+                knobs.stock,
+                knobs.buyers,
+                expect,
+            );
             rows.push(ctx.race(&gateway, case.settings(settings)).await?);
         }
         Ok(rows)

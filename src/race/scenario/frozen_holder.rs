@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset};
-use crate::info::Hazard;
+use crate::info::{Hazard, Scenario};
 use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
@@ -70,7 +70,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             let row = ctx
                 .scripted_row(&a, product, &[first, second], started)
                 .await?;
-            rows.push(judge(row, "frozen-holder", "", expect));
+            rows.push(judge(row, Scenario::FrozenHolder, "", expect));
         }
         Ok(rows)
     })

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset};
-use crate::info::Hazard;
+use crate::info::{Hazard, Scenario};
 use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
@@ -43,7 +43,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 let mut outcomes = vec![victim.await?];
                 outcomes.extend(fire(&b, product, "survivor", 30, 5, None).await);
                 let row = ctx.scripted_row(&b, product, &outcomes, started).await?;
-                Ok(judge(row, "holder-crash", "", expect))
+                Ok(judge(row, Scenario::HolderCrash, "", expect))
             })
             .await?;
         rows.push(row);

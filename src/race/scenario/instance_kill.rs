@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow, fault, met};
-use crate::info::Expect;
+use crate::info::{Expect, Scenario};
 use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
@@ -64,7 +64,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     expected: "in-flight buys on the dead instance are unknown, none replayed, \
                                every 200 has its order"
                         .to_owned(),
-                    scenario: "instance-kill".to_owned(),
+                    scenario: Scenario::InstanceKill.name().to_owned(),
                     variant: String::new(),
                     row,
                     masters: Vec::new(),

@@ -6,7 +6,7 @@
 //! entry declares the hazard, expected to do what it declares.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::Hazard;
+use crate::info::{Hazard, Scenario};
 use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
@@ -26,7 +26,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         for (strategy, expect) in ctx.under(Hazard::LeaseExpiry) {
             // Arrivals 50 ms apart over 2 s: buyers keep coming after each
             // lease has run out, whatever the machine's speed.
-            let case = Case::new("lease-expiry", strategy, 3, 40, expect)
+            let case = Case::new(Scenario::LeaseExpiry, strategy, 3, 40, expect)
                 .settings(settings)
                 .paced(50);
             rows.push(ctx.race(&gateway, case).await?);

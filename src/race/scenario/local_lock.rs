@@ -4,12 +4,10 @@
 //! catalogue entry declares the second-instance hazard.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::{Expect, Hazard};
+use crate::info::{Expect, Hazard, Scenario};
 use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
-
-const NAME: &str = "two-instances-local-lock";
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
@@ -22,11 +20,17 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         };
         let mut rows = Vec::new();
         for (strategy, on_two) in ctx.under(Hazard::SecondInstance) {
-            let single = Case::new(NAME, strategy, 20, 100, Expect::SellsAll)
-                .variant("instances=1")
-                .settings(settings);
+            let single = Case::new(
+                Scenario::TwoInstancesLocalLock,
+                strategy,
+                20,
+                100,
+                Expect::SellsAll,
+            )
+            .variant("instances=1")
+            .settings(settings);
             rows.push(ctx.race(&one, single).await?);
-            let double = Case::new(NAME, strategy, 20, 100, on_two)
+            let double = Case::new(Scenario::TwoInstancesLocalLock, strategy, 20, 100, on_two)
                 .variant("instances=2")
                 .settings(settings);
             rows.push(ctx.race(&both, double).await?);

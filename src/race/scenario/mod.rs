@@ -9,6 +9,7 @@
 mod cluster_failover;
 mod cluster_holders;
 mod cluster_spread;
+mod cluster_victim;
 mod contention;
 mod frozen_holder;
 mod holder_crash;
@@ -35,30 +36,10 @@ use serde::{Deserialize, Serialize};
 
 use super::client::Target;
 use super::driver::{Attempt, Audit, RaceSpec, Row, race, reset, settled_row};
-use crate::info::{Expect, Hazard};
+use crate::info::{Expect, Hazard, Scenario};
 use crate::lab::{Lab, LabArgs};
 use crate::product::{Settings, StoreKind};
 use crate::strategy::Catalogue;
-
-/// Every scenario, in the order `--scenario all` runs them.
-pub const NAMES: &[&str] = &[
-    "contention",
-    "two-instances-local-lock",
-    "lease-expiry",
-    "frozen-holder",
-    "holder-crash",
-    "redlock-minority-down",
-    "segment-scaling",
-    "rate-limit",
-    "repeatable-read",
-    "redis-crash",
-    "pg-restart",
-    "instance-kill",
-    "partition",
-    "redis-failover",
-    "cluster-spread",
-    "cluster-failover",
-];
 
 /// One row of a scenario: the race's row plus what was expected of it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -216,7 +197,7 @@ impl Ctx {
 
 /// One race of a scenario.
 struct Case<'a> {
-    scenario: &'a str,
+    scenario: Scenario,
     variant: &'a str,
     strategy: &'a str,
     stock: i64,
@@ -230,7 +211,7 @@ struct Case<'a> {
 impl<'a> Case<'a> {
     /// A burst of `buyers` on `stock` units under `strategy`.
     fn new(
-        scenario: &'a str,
+        scenario: Scenario,
         strategy: &'a str,
         stock: i64,
         buyers: usize,
@@ -264,62 +245,57 @@ impl<'a> Case<'a> {
     }
 }
 
-fn judge(row: Row, scenario: &str, variant: &str, expect: Expect) -> ScenarioRow {
+fn judge(row: Row, scenario: Scenario, variant: &str, expect: Expect) -> ScenarioRow {
     ScenarioRow {
         met: met(expect, &row),
         expected: expect.text().to_owned(),
-        scenario: scenario.to_owned(),
+        scenario: scenario.name().to_owned(),
         variant: variant.to_owned(),
         row,
         masters: Vec::new(),
     }
 }
 
-/// Runs the named scenario (or `all`) and returns its rows.
-pub async fn run(name: &str, knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
+/// Runs `scenarios`, in order, and returns their rows.
+pub async fn run(scenarios: &[Scenario], knobs: Knobs) -> anyhow::Result<Vec<ScenarioRow>> {
     let mut ctx = Ctx {
         knobs,
         catalogue: Catalogue::new(),
         next_product: 7000,
         audit: Audit::default(),
     };
-    let names: Vec<&str> = if name == "all" {
-        NAMES.to_vec()
-    } else {
-        vec![name]
-    };
     anyhow::ensure!(
-        ctx.knobs.redis_cluster.is_none() || names == ["contention"],
+        ctx.knobs.redis_cluster.is_none() || scenarios == [Scenario::Contention],
         "--redis-cluster goes with --scenario contention only (the cluster scenarios start their own cluster; the others stage faults of one Redis)"
     );
     let mut rows = Vec::new();
-    for name in names {
-        eprintln!("scenario {name}…");
-        let found = match name {
-            "contention" => contention::run(&mut ctx).await,
-            "two-instances-local-lock" => local_lock::run(&mut ctx).await,
-            "lease-expiry" => lease_expiry::run(&mut ctx).await,
-            "frozen-holder" => frozen_holder::run(&mut ctx).await,
-            "holder-crash" => holder_crash::run(&mut ctx).await,
-            "redlock-minority-down" => redlock_minority::run(&mut ctx).await,
-            "segment-scaling" => segment_scaling::run(&mut ctx).await,
-            "rate-limit" => rate_limit::run(&mut ctx).await,
-            "redis-crash" => redis_crash::run(&mut ctx).await,
-            "pg-restart" => pg_restart::run(&mut ctx).await,
-            "repeatable-read" => repeatable_read::run(&mut ctx).await,
-            "instance-kill" => instance_kill::run(&mut ctx).await,
-            "partition" => partition::run(&mut ctx).await,
-            "redis-failover" => redis_failover::run(&mut ctx).await,
-            "cluster-spread" => cluster_spread::run(&mut ctx).await,
-            "cluster-failover" => cluster_failover::run(&mut ctx).await,
-            other => anyhow::bail!(
-                "unknown scenario {other:?}; known: all, {}",
-                NAMES.join(", ")
-            ),
-        };
-        rows.extend(found?);
+    for &scenario in scenarios {
+        eprintln!("scenario {}…", scenario.name());
+        rows.extend(stage(scenario, &mut ctx).await?);
     }
     Ok(rows)
+}
+
+/// Sets up, faults and races one scenario.
+async fn stage(scenario: Scenario, ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
+    match scenario {
+        Scenario::Contention => contention::run(ctx).await,
+        Scenario::TwoInstancesLocalLock => local_lock::run(ctx).await,
+        Scenario::LeaseExpiry => lease_expiry::run(ctx).await,
+        Scenario::FrozenHolder => frozen_holder::run(ctx).await,
+        Scenario::HolderCrash => holder_crash::run(ctx).await,
+        Scenario::RedlockMinorityDown => redlock_minority::run(ctx).await,
+        Scenario::SegmentScaling => segment_scaling::run(ctx).await,
+        Scenario::RateLimit => rate_limit::run(ctx).await,
+        Scenario::RepeatableRead => repeatable_read::run(ctx).await,
+        Scenario::RedisCrash => redis_crash::run(ctx).await,
+        Scenario::PgRestart => pg_restart::run(ctx).await,
+        Scenario::InstanceKill => instance_kill::run(ctx).await,
+        Scenario::Partition => partition::run(ctx).await,
+        Scenario::RedisFailover => redis_failover::run(ctx).await,
+        Scenario::ClusterSpread => cluster_spread::run(ctx).await,
+        Scenario::ClusterFailover => cluster_failover::run(ctx).await,
+    }
 }
 
 /// A scripted buy fired in the background; its result joins the row.
@@ -365,20 +341,4 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_scenario_states_its_claim() {
-        for name in NAMES {
-            assert!(
-                crate::info::scenario_claim(name).is_some_and(|c| !c.is_empty()),
-                "{name}"
-            );
-        }
-        assert_eq!(crate::info::scenario_claim("no-such-scenario"), None);
-    }
 }

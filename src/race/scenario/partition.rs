@@ -64,7 +64,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{Ctx, ScenarioRow, buy_in_background, judge, reset};
-use crate::info::{Expect, Hazard, Info};
+use crate::info::{Expect, Hazard, Info, Scenario};
 use crate::lab::Lab;
 use crate::lab::LabArgs;
 use crate::lab::links::Backend;
@@ -230,7 +230,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 let row = ctx
                     .scripted_row(&b, product, &[first, second], started)
                     .await?;
-                rows.push(judge(row, "partition", variant, expect));
+                rows.push(judge(row, Scenario::Partition, variant, expect));
             }
         }
         Ok(rows)

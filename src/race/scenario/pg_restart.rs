@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow, met};
-use crate::info::Expect;
+use crate::info::{Expect, Scenario};
 use crate::lab::LabArgs;
 use crate::product::{Settings, StoreKind};
 use crate::race::client::Target;
@@ -89,7 +89,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     expected: "no 200 without an order, unknown outcomes reported as unknown, \
                                sells the rest once the server is back"
                         .to_owned(),
-                    scenario: "pg-restart".to_owned(),
+                    scenario: Scenario::PgRestart.name().to_owned(),
                     variant: variant.to_owned(),
                     row,
                     masters: Vec::new(),

@@ -12,13 +12,11 @@
 //! race of ~10 s).
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::Expect;
+use crate::info::{Expect, Scenario};
 use crate::lab::LabArgs;
 use crate::lab::nginx::GatewayLimits;
 use crate::product::Settings;
 use crate::race::client::Target;
-
-const NAME: &str = "rate-limit";
 
 /// nginx: requests per second per address, and the burst.
 const GATEWAY: (u32, u32) = (100, 20);
@@ -53,7 +51,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 work_ms: 1,
                 ..Settings::default()
             };
-            let case = Case::new(NAME, strategy, 100, 1000, Expect::Throttled)
+            let case = Case::new(Scenario::RateLimit, strategy, 100, 1000, Expect::Throttled)
                 .variant(&variant)
                 .paced(2)
                 .settings(settings);

@@ -31,6 +31,7 @@ use std::time::Instant;
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow};
+use crate::info::Scenario;
 use crate::lab::LabArgs;
 use crate::lab::durability::{AofFsync, Durability};
 use crate::product::Settings;
@@ -118,7 +119,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     rows.push(ScenarioRow {
                         met: met && truthful_otherwise,
                         expected: expected.to_owned(),
-                        scenario: "redis-crash".to_owned(),
+                        scenario: Scenario::RedisCrash.name().to_owned(),
                         variant: variant.to_owned(),
                         row,
                         masters: Vec::new(),

@@ -60,7 +60,7 @@ use nix::sys::signal::Signal;
 
 use super::{Ctx, Pending, STEP, ScenarioRow, buy_in_background, fault, judge, reset, until};
 use crate::backends::Footprint;
-use crate::info::{Expect, Hazard};
+use crate::info::{Expect, Hazard, Scenario};
 use crate::lab::sentinel::{self, SentinelInfo};
 use crate::lab::{Lab, LabArgs};
 use crate::product::{Product, Settings, StoreKind, keys};
@@ -68,7 +68,6 @@ use crate::race::client::Target;
 use crate::race::driver::Attempt;
 use crate::strategy::Catalogue;
 
-const NAME: &str = "redis-failover";
 /// The holders' time inside their sections: enough for the master to die,
 /// the sentinels to promote the replica (about 2 s after the kill in the
 /// lab) and instance B to reach it, with room to spare.
@@ -168,7 +167,9 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             started,
             work: Duration::from_millis(WORK_MS),
         };
-        holders.second_buyers(ctx, &b, NAME, "").await
+        holders
+            .second_buyers(ctx, &b, Scenario::RedisFailover, "")
+            .await
     })
     .await
 }
@@ -194,7 +195,7 @@ impl Holders {
         self,
         ctx: &Ctx,
         b: &Target,
-        scenario: &str,
+        scenario: Scenario,
         variant: &str,
     ) -> anyhow::Result<Vec<ScenarioRow>> {
         let left = self.work.saturating_sub(self.started.elapsed());

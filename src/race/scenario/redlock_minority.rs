@@ -7,12 +7,10 @@
 use nix::sys::signal::Signal;
 
 use super::{Case, Ctx, ScenarioRow, fault};
-use crate::info::{Expect, Hazard};
+use crate::info::{Expect, Hazard, Scenario};
 use crate::lab::LabArgs;
 use crate::product::{Quorum, Settings};
 use crate::race::client::Target;
-
-const NAME: &str = "redlock-minority-down";
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
@@ -25,12 +23,19 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         };
         let mut rows = Vec::new();
         for (strategy, expect) in ctx.under(Hazard::MinorityDown) {
-            let majority = Case::new(NAME, strategy, 20, 100, expect).variant("quorum=majority");
+            let majority = Case::new(Scenario::RedlockMinorityDown, strategy, 20, 100, expect)
+                .variant("quorum=majority");
             rows.push(ctx.race(&gateway, majority).await?);
             // Requiring every master, one down is no lock at all.
-            let every = Case::new(NAME, strategy, 20, 100, Expect::Stalls)
-                .variant("quorum=all")
-                .settings(all);
+            let every = Case::new(
+                Scenario::RedlockMinorityDown,
+                strategy,
+                20,
+                100,
+                Expect::Stalls,
+            )
+            .variant("quorum=all")
+            .settings(all);
             rows.push(ctx.race(&gateway, every).await?);
         }
         Ok(rows)

@@ -13,12 +13,10 @@
 //! the declared outcome is InnoDB's.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::{Expect, Hazard};
+use crate::info::{Expect, Hazard, Scenario};
 use crate::lab::LabArgs;
 use crate::product::{Settings, StoreKind};
 use crate::race::client::Target;
-
-const NAME: &str = "repeatable-read";
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
@@ -36,7 +34,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 (StoreKind::Postgres, Expect::SellsAll, "store=postgres"),
                 (StoreKind::Mysql, on_innodb, "store=mysql"),
             ] {
-                let case = Case::new(NAME, strategy, 5, 20, expect)
+                let case = Case::new(Scenario::RepeatableRead, strategy, 5, 20, expect)
                     .variant(variant)
                     .settings(Settings {
                         store: Some(store),

@@ -6,12 +6,11 @@
 //! one, measured in the same run.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::Expect;
+use crate::info::{Expect, Scenario};
 use crate::lab::LabArgs;
 use crate::product::Settings;
 use crate::race::client::Target;
 
-const NAME: &str = "segment-scaling";
 /// The speed-up 8 segments must reach over one.
 pub const MIN_SPEEDUP: f64 = 4.0;
 
@@ -23,13 +22,26 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             acquire_timeout_ms: 30_000,
             ..Settings::default()
         };
-        let lock = Case::new(NAME, "redis-lock", 80, 80, Expect::SellsAll).settings(base);
+        let lock = Case::new(
+            Scenario::SegmentScaling,
+            "redis-lock",
+            80,
+            80,
+            Expect::SellsAll,
+        )
+        .settings(base);
         let mut rows = vec![ctx.race(&gateway, lock).await?];
         for segments in [1, 2, 4, 8] {
             let variant = format!("segments={segments}");
-            let case = Case::new(NAME, "segmented", 80, 80, Expect::SellsAll)
-                .variant(&variant)
-                .settings(Settings { segments, ..base });
+            let case = Case::new(
+                Scenario::SegmentScaling,
+                "segmented",
+                80,
+                80,
+                Expect::SellsAll,
+            )
+            .variant(&variant)
+            .settings(Settings { segments, ..base });
             rows.push(ctx.race(&gateway, case).await?);
         }
         let one = rows[1].row.rps;

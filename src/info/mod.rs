@@ -7,10 +7,13 @@
 //! strategies" and "what is expected" from here instead of keeping lists
 //! of names.
 
+mod scenario;
+
 use serde::{Serialize, Serializer};
 use utoipa::ToSchema;
 
 use crate::product::{Recipe, StoreKind};
+pub use scenario::Scenario;
 
 /// The situations the scenarios reproduce, each with its own topology,
 /// settings and fault (see `seckill race --scenario`).
@@ -143,61 +146,4 @@ impl Info {
 /// `under` as a JSON object (`{"contention": "no-oversell", …}`).
 fn as_map<S: Serializer>(under: &[(Hazard, Expect)], serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_map(under.iter().map(|(h, e)| (h, e)))
-}
-
-/// What the articles say happens in scenario `name` (`seckill race
-/// --scenario`), which its races put to the test (docs/scenarios.md says
-/// how each is staged); the reports print it above the scenario's rows.
-/// Here, beside the hazards, so the scenarios and the reports both read it
-/// from below.
-pub fn scenario_claim(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "contention" => {
-            "without a shared lock, concurrent buyers oversell; every shared lock, the database and Lua do not"
-        }
-        "two-instances-local-lock" => {
-            "an in-process lock (`synchronized`) is correct on one instance and wrong on two"
-        }
-        "lease-expiry" => {
-            "a lock whose lease runs out under a slow holder admits a second holder; a watchdog, a fence, a session or the database's own lock do not"
-        }
-        "frozen-holder" => {
-            "a watchdog does not help when the whole process pauses, nor does a lease or a session; a fencing token does (Kleppmann)"
-        }
-        "holder-crash" => {
-            "a lock must survive its holder's death: the others sell the rest once its lease, session or transaction ends"
-        }
-        "redlock-minority-down" => {
-            "RedLock tolerates a minority of masters down; MultiLock (all masters) does not (antirez)"
-        }
-        "segment-scaling" => "splitting the stock over K locks multiplies throughput",
-        "rate-limit" => {
-            "the edge turns a flood away in two layers, cheaply, and never changes what is sold"
-        }
-        "repeatable-read" => {
-            "\"the buy method is one transaction, so it is safe\" holds on PostgreSQL and not on MySQL/InnoDB, at the same isolation level"
-        }
-        "redis-crash" => {
-            "after Redis crashes, the acknowledged sales are there and no unit is sold twice only if Redis persisted them"
-        }
-        "pg-restart" => {
-            "when PostgreSQL goes away mid-sale no buyer is lied to, and the service comes back by itself"
-        }
-        "instance-kill" => {
-            "when an instance dies at full load, no order is lost or sold twice; its buyers are told the outcome is unknown"
-        }
-        "partition" => {
-            "a lock service cannot tell a dead holder from a cut-off one; a fence, not the lock, keeps the data safe when the holder comes back (Kleppmann)"
-        }
-        "redis-failover" => {
-            "a lock on a replicated Redis is lost when the master dies before its replica has it; RedLock's independent masters are not"
-        }
-        "cluster-spread" => {
-            "a Redis Cluster multiplies Redis only for load that spreads: one hot key stays on one master"
-        }
-        "cluster-failover" => {
-            "a Redis Cluster replicates asynchronously: a coordinated failover loses nothing, a master that dies ahead of its replica loses its last writes"
-        }
-        _ => return None,
-    })
 }

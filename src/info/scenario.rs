@@ -1,0 +1,172 @@
+//! The named failure scenarios (`seckill race --scenario NAME`): one enum
+//! that carries each one's name and claim, so the command line, the
+//! reports and `--scenario all` cannot disagree on them and the compiler
+//! checks every use. Here, beside the hazards, so the scenarios (which run
+//! them, `crate::race::scenario`) and the reports both read it from below.
+
+use clap::ValueEnum;
+use clap::builder::PossibleValue;
+
+/// A failure scenario; each variant's claim is [`Scenario::claim`]'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scenario {
+    /// `contention`.
+    Contention,
+    /// `two-instances-local-lock`.
+    TwoInstancesLocalLock,
+    /// `lease-expiry`.
+    LeaseExpiry,
+    /// `frozen-holder`.
+    FrozenHolder,
+    /// `holder-crash`.
+    HolderCrash,
+    /// `redlock-minority-down`.
+    RedlockMinorityDown,
+    /// `segment-scaling`.
+    SegmentScaling,
+    /// `rate-limit`.
+    RateLimit,
+    /// `repeatable-read`.
+    RepeatableRead,
+    /// `redis-crash`.
+    RedisCrash,
+    /// `pg-restart`.
+    PgRestart,
+    /// `instance-kill`.
+    InstanceKill,
+    /// `partition`.
+    Partition,
+    /// `redis-failover`.
+    RedisFailover,
+    /// `cluster-spread`.
+    ClusterSpread,
+    /// `cluster-failover`.
+    ClusterFailover,
+}
+
+impl Scenario {
+    /// Every scenario, in the order `--scenario all` runs them.
+    pub const ALL: [Self; 16] = [
+        Self::Contention,
+        Self::TwoInstancesLocalLock,
+        Self::LeaseExpiry,
+        Self::FrozenHolder,
+        Self::HolderCrash,
+        Self::RedlockMinorityDown,
+        Self::SegmentScaling,
+        Self::RateLimit,
+        Self::RepeatableRead,
+        Self::RedisCrash,
+        Self::PgRestart,
+        Self::InstanceKill,
+        Self::Partition,
+        Self::RedisFailover,
+        Self::ClusterSpread,
+        Self::ClusterFailover,
+    ];
+
+    /// Its name on the command line and in the reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Contention => "contention",
+            Self::TwoInstancesLocalLock => "two-instances-local-lock",
+            Self::LeaseExpiry => "lease-expiry",
+            Self::FrozenHolder => "frozen-holder",
+            Self::HolderCrash => "holder-crash",
+            Self::RedlockMinorityDown => "redlock-minority-down",
+            Self::SegmentScaling => "segment-scaling",
+            Self::RateLimit => "rate-limit",
+            Self::RepeatableRead => "repeatable-read",
+            Self::RedisCrash => "redis-crash",
+            Self::PgRestart => "pg-restart",
+            Self::InstanceKill => "instance-kill",
+            Self::Partition => "partition",
+            Self::RedisFailover => "redis-failover",
+            Self::ClusterSpread => "cluster-spread",
+            Self::ClusterFailover => "cluster-failover",
+        }
+    }
+
+    /// What the articles say happens in it, which its races put to the
+    /// test (docs/scenarios.md says how each is staged); the reports print
+    /// it above the scenario's rows.
+    pub fn claim(self) -> &'static str {
+        match self {
+            Self::Contention => {
+                "without a shared lock, concurrent buyers oversell; every shared lock, the database and Lua do not"
+            }
+            Self::TwoInstancesLocalLock => {
+                "an in-process lock (`synchronized`) is correct on one instance and wrong on two"
+            }
+            Self::LeaseExpiry => {
+                "a lock whose lease runs out under a slow holder admits a second holder; a watchdog, a fence, a session or the database's own lock do not"
+            }
+            Self::FrozenHolder => {
+                "a watchdog does not help when the whole process pauses, nor does a lease or a session; a fencing token does (Kleppmann)"
+            }
+            Self::HolderCrash => {
+                "a lock must survive its holder's death: the others sell the rest once its lease, session or transaction ends"
+            }
+            Self::RedlockMinorityDown => {
+                "RedLock tolerates a minority of masters down; MultiLock (all masters) does not (antirez)"
+            }
+            Self::SegmentScaling => "splitting the stock over K locks multiplies throughput",
+            Self::RateLimit => {
+                "the edge turns a flood away in two layers, cheaply, and never changes what is sold"
+            }
+            Self::RepeatableRead => {
+                "\"the buy method is one transaction, so it is safe\" holds on PostgreSQL and not on MySQL/InnoDB, at the same isolation level"
+            }
+            Self::RedisCrash => {
+                "after Redis crashes, the acknowledged sales are there and no unit is sold twice only if Redis persisted them"
+            }
+            Self::PgRestart => {
+                "when PostgreSQL goes away mid-sale no buyer is lied to, and the service comes back by itself"
+            }
+            Self::InstanceKill => {
+                "when an instance dies at full load, no order is lost or sold twice; its buyers are told the outcome is unknown"
+            }
+            Self::Partition => {
+                "a lock service cannot tell a dead holder from a cut-off one; a fence, not the lock, keeps the data safe when the holder comes back (Kleppmann)"
+            }
+            Self::RedisFailover => {
+                "a lock on a replicated Redis is lost when the master dies before its replica has it; RedLock's independent masters are not"
+            }
+            Self::ClusterSpread => {
+                "a Redis Cluster multiplies Redis only for load that spreads: one hot key stays on one master"
+            }
+            Self::ClusterFailover => {
+                "a Redis Cluster replicates asynchronously: a coordinated failover loses nothing, a master that dies ahead of its replica loses its last writes"
+            }
+        }
+    }
+
+    /// The scenario called `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl ValueEnum for Scenario {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()).help(self.claim()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scenario_has_one_name_and_a_claim() {
+        for scenario in Scenario::ALL {
+            assert_eq!(Scenario::named(scenario.name()), Some(scenario));
+            assert!(!scenario.claim().is_empty(), "{scenario:?}");
+        }
+        assert_eq!(Scenario::named("no-such-scenario"), None);
+    }
+}
