@@ -294,11 +294,23 @@ pub async fn reset(
     let store = strategy.store(&product);
     store.lay_out(backends, &product, &stale).await?;
     tx.commit().await?;
+    reset_redis(backends, store.as_ref(), &product, &stale).await?;
+    stale.clear_remote(backends).await;
+    Ok(product)
+}
 
-    // One atomic pipeline per cluster slot (no MULTI spans two): each
-    // place's stale keys deleted, its counters and its copy of the epoch
-    // set. The home's goes last, with the product's JSON, which is what
-    // an instance that missed the reset broadcast reads.
+/// The reset's part in Redis, once PostgreSQL has committed: one atomic
+/// pipeline per cluster slot (no MULTI spans two), each place's stale
+/// keys deleted, its counters and its copy of the epoch set. The home's
+/// goes last, with the product's JSON, which is what an instance that
+/// missed the reset broadcast reads.
+async fn reset_redis(
+    backends: &Backends,
+    store: &dyn Store,
+    product: &Product,
+    stale: &Footprint,
+) -> Result<(), BackendError> {
+    let (id, epoch) = (product.id, product.epoch);
     let home = Place::home(id).slot();
     let mut by_slot: BTreeMap<u16, redis::Pipeline> = BTreeMap::new();
     fn pipe_of(by_slot: &mut BTreeMap<u16, redis::Pipeline>, slot: u16) -> &mut redis::Pipeline {
@@ -317,7 +329,7 @@ pub async fn reset(
     // store's Redis counters, if it has any; later waves are added when
     // they come due.
     let cells = store.cells();
-    let shares = through(request.stock, product.settings.waves, cells.len());
+    let shares = through(product.initial, product.settings.waves, cells.len());
     for (cell, through) in cells.iter().zip(shares) {
         let pipe = pipe_of(&mut by_slot, cell.place.slot());
         pipe.set(&cell.key, through[1])
@@ -331,15 +343,14 @@ pub async fn reset(
     pipe_of(&mut by_slot, home)
         .set(keys::epoch(id), epoch)
         .ignore()
-        .set(keys::product(id), to_json(&product))
+        .set(keys::product(id), to_json(product))
         .ignore();
     let last = by_slot.remove(&home);
     let mut conn = backends.redis.get().await?;
     for pipe in by_slot.values().chain(&last) {
         pipe.query_async::<()>(&mut *conn).await?;
     }
-    stale.clear_remote(backends).await;
-    Ok(product)
+    Ok(())
 }
 
 /// Everything any strategy may keep for these versions of a product: each

@@ -30,7 +30,7 @@ use sqlx::{MySqlPool, PgPool};
 use uuid::Uuid;
 
 use crate::product::StoreKind;
-use history::{Completion, RaceHistory};
+use history::{Completion, Event, RaceHistory};
 
 /// The rules every strategy is held to, safe or not: a broken one means
 /// the service lied to a buyer or lost an order. The others (`oversold`,
@@ -154,107 +154,126 @@ pub async fn check(dbs: &OrderDbs, race: &RaceHistory) -> anyhow::Result<Verdict
     Ok(judge(race, &orders))
 }
 
-/// The rules, on a history and the orders of its race.
-fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
-    let mut violations: BTreeMap<String, u64> = BTreeMap::new();
-    let mut count = |name: &str, n: u64| {
-        if n > 0 {
-            *violations.entry(name.to_owned()).or_default() += n;
-        }
-    };
-    let by_id: HashMap<Uuid, &Order> = orders.iter().map(|o| (o.order_id, o)).collect();
+/// Violations by name, each with its count (only non-zero ones kept).
+#[derive(Default)]
+struct Violations(BTreeMap<String, u64>);
 
-    let mut ok_ids: HashMap<Uuid, u64> = HashMap::new();
-    let mut units: HashMap<i64, u64> = HashMap::new();
-    let mut unknown_ids = HashSet::new();
-    let mut unknown_buyers = HashSet::new();
-    let mut unknown = 0;
-    // Requests per buyer that sold or may have: the most orders each may hold.
-    let mut requests: HashMap<&str, u64> = HashMap::new();
-    for event in &race.events {
-        if event.completion != Completion::Fail {
-            *requests.entry(event.buyer.as_str()).or_default() += 1;
-        }
-        match event.completion {
-            Completion::Ok => {
-                let Some(id) = event.order_id else {
-                    count("ok_without_order", 1);
-                    continue;
-                };
-                *ok_ids.entry(id).or_default() += 1;
-                match by_id.get(&id) {
-                    None => count("ok_without_order", 1),
-                    Some(order) if order.user_id != event.buyer => count("wrong_buyer", 1),
-                    Some(_) => {}
-                }
-                if let Some(left) = event.stock_left {
-                    *units.entry(left).or_default() += 1;
-                }
-            }
-            Completion::Info => {
-                unknown += 1;
-                unknown_buyers.insert(event.buyer.as_str());
-                if let Some(id) = event.order_id {
-                    unknown_ids.insert(id);
-                }
-            }
-            Completion::Fail => {}
+impl Violations {
+    fn count(&mut self, name: &str, n: u64) {
+        if n > 0 {
+            *self.0.entry(name.to_owned()).or_default() += n;
         }
     }
-    count(
-        "duplicate_ok",
-        ok_ids.values().map(|n| n.saturating_sub(1)).sum(),
-    );
+}
+
+/// What a history's events say, gathered in one pass.
+#[derive(Default)]
+struct Seen<'a> {
+    /// Order ids answered 200, with how many times.
+    ok_ids: HashMap<Uuid, u64>,
+    /// Units (the stock left after a sale) answered, with how many times.
+    units: HashMap<i64, u64>,
+    /// Order ids of unknown outcomes.
+    unknown_ids: HashSet<Uuid>,
+    /// Buyers with an unknown outcome (an answer that never came names no
+    /// order).
+    unknown_buyers: HashSet<&'a str>,
+    /// Unknown outcomes.
+    unknown: u64,
+    /// Requests per buyer that sold or may have: the most orders each may
+    /// hold.
+    requests: HashMap<&'a str, u64>,
+}
+
+impl<'a> Seen<'a> {
+    /// Reads `events`, counting a 200 whose order is missing or another
+    /// buyer's.
+    fn of(events: &'a [Event], orders: &[Order], violations: &mut Violations) -> Self {
+        let by_id: HashMap<Uuid, &Order> = orders.iter().map(|o| (o.order_id, o)).collect();
+        let mut seen = Self::default();
+        for event in events {
+            if event.completion != Completion::Fail {
+                *seen.requests.entry(event.buyer.as_str()).or_default() += 1;
+            }
+            match event.completion {
+                Completion::Ok => {
+                    let Some(id) = event.order_id else {
+                        violations.count("ok_without_order", 1);
+                        continue;
+                    };
+                    *seen.ok_ids.entry(id).or_default() += 1;
+                    match by_id.get(&id) {
+                        None => violations.count("ok_without_order", 1),
+                        Some(order) if order.user_id != event.buyer => {
+                            violations.count("wrong_buyer", 1);
+                        }
+                        Some(_) => {}
+                    }
+                    if let Some(left) = event.stock_left {
+                        *seen.units.entry(left).or_default() += 1;
+                    }
+                }
+                Completion::Info => {
+                    seen.unknown += 1;
+                    seen.unknown_buyers.insert(event.buyer.as_str());
+                    if let Some(id) = event.order_id {
+                        seen.unknown_ids.insert(id);
+                    }
+                }
+                Completion::Fail => {}
+            }
+        }
+        seen
+    }
+}
+
+/// The rules, on a history and the orders of its race.
+fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
+    let mut violations = Violations::default();
+    let seen = Seen::of(&race.events, orders, &mut violations);
+    let duplicates = seen.ok_ids.values().map(|n| n.saturating_sub(1)).sum();
+    violations.count("duplicate_ok", duplicates);
 
     let mut unknown_sold = 0;
     let mut per_buyer: HashMap<&str, u64> = HashMap::new();
     for order in orders {
         *per_buyer.entry(order.user_id.as_str()).or_default() += 1;
-        if ok_ids.contains_key(&order.order_id) {
+        if seen.ok_ids.contains_key(&order.order_id) {
             continue;
         }
         // An unknown outcome that did sell: named by its order id, or (an
         // answer that never came carries none) by its buyer.
-        if unknown_ids.contains(&order.order_id) || unknown_buyers.contains(order.user_id.as_str())
-        {
+        let buyer = order.user_id.as_str();
+        if seen.unknown_ids.contains(&order.order_id) || seen.unknown_buyers.contains(buyer) {
             unknown_sold += 1;
         } else {
-            count("order_without_ok", 1);
+            violations.count("order_without_ok", 1);
         }
     }
-
-    count(
-        "replayed",
-        per_buyer
-            .iter()
-            // A buyer told only "nothing sold" counts under
-            // `order_without_ok` for its first order, not here too.
-            .map(|(buyer, n)| n.saturating_sub(requests.get(buyer).copied().unwrap_or(0).max(1)))
-            .sum(),
-    );
+    let replayed = per_buyer
+        .iter()
+        // A buyer told only "nothing sold" counts under `order_without_ok`
+        // for its first order, not here too.
+        .map(|(buyer, n)| n.saturating_sub(seen.requests.get(buyer).copied().unwrap_or(0).max(1)))
+        .sum();
+    violations.count("replayed", replayed);
 
     let info = &race.race;
     if info.safe {
-        count(
-            "oversold",
-            (orders.len() as i64 - info.initial).max(0) as u64,
-        );
-        count(
-            "duplicate_unit",
-            units.values().map(|n| n.saturating_sub(1)).sum(),
-        );
+        let over = (orders.len() as i64 - info.initial).max(0) as u64;
+        violations.count("oversold", over);
+        let shared = seen.units.values().map(|n| n.saturating_sub(1)).sum();
+        violations.count("duplicate_unit", shared);
         if info.per_user_limit > 0 {
             let limit = u64::from(info.per_user_limit);
-            count(
-                "over_limit",
-                per_buyer.values().map(|n| n.saturating_sub(limit)).sum(),
-            );
+            let over_limit = per_buyer.values().map(|n| n.saturating_sub(limit)).sum();
+            violations.count("over_limit", over_limit);
         }
     }
     Verdict {
-        history_ok: violations.is_empty(),
-        violations,
-        unknown,
+        history_ok: violations.0.is_empty(),
+        violations: violations.0,
+        unknown: seen.unknown,
         unknown_sold,
     }
 }

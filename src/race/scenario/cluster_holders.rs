@@ -18,11 +18,9 @@
 //! cluster: the second buyer is busy, no oversell. `redis-lua` holds no
 //! lock, but its decrement was the master's alone: the unit sells again.
 
-use std::time::{Duration, Instant};
-
 use super::cluster_victim::{Victim, caught_up, hold_back, homed_on, kill, promoted, sells_again};
 use super::redis_failover::{Holders, holding, locks_on_redis};
-use super::{Ctx, ScenarioRow, buy_in_background, until};
+use super::{Ctx, ScenarioRow};
 use crate::info::{Hazard, Scenario};
 use crate::lab::{Lab, sentinel};
 use crate::product::keys;
@@ -53,28 +51,18 @@ pub(super) async fn run(ctx: &mut Ctx, lab: &mut Lab) -> anyhow::Result<Vec<Scen
     caught_up(&v.victim_url, &v.replica_url).await?;
     hold_back(lab, &v.victim_url, &v.replica_name).await?;
 
-    let started = Instant::now();
-    let holders: Vec<_> = races
-        .iter()
-        .map(|(product, ..)| buy_in_background(&a, *product, "holder"))
-        .collect();
+    let holders = Holders::send(&a, &races, WORK_MS);
     let redlock = lab.info.redlock_urls.first().cloned().unwrap_or_default();
-    until(
-        "each holder holds its lock, or has sold and its order left redis",
-        || async {
-            let mut ready = true;
-            for ((product, _, locks), holder) in races.iter().zip(&holders) {
-                let lock = keys::lock(*product);
-                ready &= if *locks {
-                    exists(&v.victim_url, &lock).await || exists(&redlock, &lock).await
-                } else {
-                    holder.is_finished() && a.ledger(*product).await.is_ok_and(|l| l.pending == 0)
-                };
+    holders
+        .inside(async |product, locks| {
+            let lock = keys::lock(product);
+            match locks {
+                true => exists(&v.victim_url, &lock).await || exists(&redlock, &lock).await,
+                false => a.ledger(product).await.is_ok_and(|l| l.pending == 0),
             }
-            ready
-        },
-    )
-    .await?;
+        })
+        .await?;
+    let started = holders.started;
 
     kill(lab, &v.replica_name).await?;
     promoted(&v.replica_url).await?;
@@ -90,12 +78,6 @@ pub(super) async fn run(ctx: &mut Ctx, lab: &mut Lab) -> anyhow::Result<Vec<Scen
             "product {product}'s lock reached the replica: no write was lost"
         );
     }
-    let holders = Holders {
-        races: races.iter().map(|(p, e, _)| (*p, *e)).collect(),
-        pending: holders,
-        started,
-        work: Duration::from_millis(WORK_MS),
-    };
     holders
         .second_buyers(ctx, &b, Scenario::ClusterFailover, VARIANT)
         .await

@@ -105,34 +105,22 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         }
 
         let master = hold_replication_back(lab, &topology).await?;
-        let started = Instant::now();
-        let holders: Vec<_> = races
-            .iter()
-            .map(|(product, ..)| buy_in_background(&a, *product, "holder"))
-            .collect();
-        until(
-            "each holder holds its lock on the master alone, or has sold and its order left redis",
-            || async {
-                let mut ready = true;
-                for ((product, _, locks), holder) in races.iter().zip(&holders) {
-                    ready &= sentinel::command::<u64>(
-                        &topology.master_url,
-                        redis::cmd("XLEN").arg(keys::orders(*product)),
-                    )
-                    .await
-                    .is_ok_and(|pending| pending == 0);
-                    ready &= if *locks {
-                        exists(&topology.master_url, &keys::lock(*product))
-                            .await
-                            .unwrap_or(false)
-                    } else {
-                        holder.is_finished()
-                    };
+        let holders = Holders::send(&a, &races, WORK_MS);
+        let master_url = topology.master_url.as_str();
+        holders
+            .inside(async |product, locks| {
+                if locks {
+                    return exists(master_url, &keys::lock(product))
+                        .await
+                        .unwrap_or(false);
                 }
-                ready
-            },
-        )
-        .await?;
+                let mut xlen = redis::cmd("XLEN");
+                xlen.arg(keys::orders(product));
+                let pending = sentinel::command::<u64>(master_url, &mut xlen).await;
+                pending.is_ok_and(|pending| pending == 0)
+            })
+            .await?;
+        let started = holders.started;
 
         fault(lab, "redis-master", Signal::SIGKILL)?;
         fault(lab, "redis-replica", Signal::SIGCONT)?;
@@ -161,12 +149,6 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         })
         .await?;
 
-        let holders = Holders {
-            races: races.iter().map(|(p, e, _)| (*p, *e)).collect(),
-            pending: holders,
-            started,
-            work: Duration::from_millis(WORK_MS),
-        };
         holders
             .second_buyers(ctx, &b, Scenario::RedisFailover, "")
             .await
@@ -177,17 +159,71 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
 /// Holders still inside their sections after a failover, one per product
 /// (with what is expected of its strategy).
 pub(super) struct Holders {
-    /// Product and expectation, per holder.
-    pub races: Vec<(i64, Expect)>,
+    /// Product, expectation and whether its strategy locks on Redis, per
+    /// holder.
+    races: Vec<(i64, Expect, bool)>,
     /// The holders' buys.
-    pub pending: Vec<Pending>,
+    pending: Vec<Pending>,
     /// When the holders were sent.
     pub started: Instant,
     /// How long each works inside its section.
-    pub work: Duration,
+    work: Duration,
 }
 
 impl Holders {
+    /// Sends a holder per race (product, expectation, whether it locks on
+    /// Redis) through `a`, each to work `work_ms` inside its section.
+    pub(super) fn send(a: &Target, races: &[(i64, Expect, bool)], work_ms: u64) -> Self {
+        Self {
+            started: Instant::now(),
+            pending: races
+                .iter()
+                .map(|(product, ..)| buy_in_background(a, *product, "holder"))
+                .collect(),
+            races: races.to_vec(),
+            work: Duration::from_millis(work_ms),
+        }
+    }
+
+    /// Waits until every holder is inside its section: a locking one seen
+    /// holding its lock, a lockless one done with its sale — each as
+    /// `seen(product, locks)` tells. Each holder is seen once and
+    /// remembered: its lock stays until its section ends, `work` after it
+    /// was taken, and every lock was taken after the holders were sent, so
+    /// while less than `work` has passed since then every holder seen is
+    /// still inside. That is the event waited for; a moment where one
+    /// round of checks finds them all holding at once is not (on a loaded
+    /// machine the checks answer slowly, and the first sections could end
+    /// before a round caught the last holder).
+    pub(super) async fn inside(
+        &self,
+        mut seen: impl AsyncFnMut(i64, bool) -> bool,
+    ) -> anyhow::Result<()> {
+        let mut inside = vec![false; self.races.len()];
+        while inside.iter().any(|i| !i) {
+            for (i, ((product, _, locks), holder)) in
+                self.races.iter().zip(&self.pending).enumerate()
+            {
+                let answered = holder.is_finished();
+                if inside[i] || (!*locks && !answered) {
+                    continue;
+                }
+                inside[i] = seen(*product, *locks).await;
+                anyhow::ensure!(
+                    inside[i] || !(*locks && answered),
+                    "product {product}'s holder answered before it was seen holding its lock"
+                );
+            }
+            anyhow::ensure!(
+                self.started.elapsed() < self.work,
+                "not every holder was inside its section {:?} after they were sent: raise their work",
+                self.work
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
     /// Sends a second buyer per product through `b` while the holders
     /// still work (at least [`MARGIN`] of their work must be left), waits
     /// for the holders, and judges each product's two buys.
@@ -206,11 +242,11 @@ impl Holders {
         let seconds = futures::future::join_all(
             self.races
                 .iter()
-                .map(|(product, _)| Attempt::make(b, *product, "second-buyer")),
+                .map(|(product, ..)| Attempt::make(b, *product, "second-buyer")),
         )
         .await;
         let mut rows = Vec::new();
-        for (((product, expect), holder), second) in
+        for (((product, expect, _), holder), second) in
             self.races.into_iter().zip(self.pending).zip(seconds)
         {
             let first = holder.await?;
