@@ -181,43 +181,13 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
         .filter(|c| c.safe)
         .flat_map(|c| c.labels())
         .collect();
-    let (database_url, mysql_url) = match lab {
-        Some(lab) => (
-            Some(lab.info.postgres_url.clone()),
-            Some(lab.info.mysql_url.clone()),
-        ),
-        None => (args.database_url.clone(), args.mysql_url.clone()),
-    };
-    let audit = match database_url {
-        Some(url) => Audit::connect_lazy(
-            &url,
-            mysql_url.as_deref(),
-            args.history.clone(),
-            safe.clone(),
-        )?,
-        None => Audit {
-            dbs: None,
-            history: args.history.clone(),
-            safe: safe.clone(),
-        },
-    };
+    let audit = audit(args, lab, &safe)?;
     let strategies: Vec<String> = match (args.strategies.is_empty(), args.repeat) {
         (false, _) => args.strategies.clone(),
         (true, 1) => catalogue.iter().flat_map(|c| c.labels()).collect(),
         (true, _) => safe.clone(),
     };
-    let defaults = Settings::default();
-    let settings = Settings {
-        work_ms: args.work_ms,
-        lease_ms: args.lease_ms.unwrap_or(defaults.lease_ms),
-        acquire_timeout_ms: args
-            .acquire_timeout_ms
-            .unwrap_or(defaults.acquire_timeout_ms),
-        max_retries: args.max_retries.unwrap_or(defaults.max_retries),
-        waves: args.waves,
-        wave_every_ms: args.wave_every_ms,
-        ..defaults
-    };
+    let settings = settings(args);
     let mut rows = Vec::new();
     let races = (0..args.repeat as usize).flat_map(|_| strategies.iter());
     for (index, label) in races.enumerate() {
@@ -249,6 +219,48 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
         print!("{}", table::render(&rows, &safe));
     }
     Ok((rows, safe))
+}
+
+/// The history check of every race: against the lab's databases, or the
+/// ones `--database-url` and `--mysql-url` name (without them, only the
+/// history is written).
+fn audit(args: &RaceArgs, lab: Option<&Lab>, safe: &[String]) -> anyhow::Result<Audit> {
+    let (database_url, mysql_url) = match lab {
+        Some(lab) => (
+            Some(lab.info.postgres_url.clone()),
+            Some(lab.info.mysql_url.clone()),
+        ),
+        None => (args.database_url.clone(), args.mysql_url.clone()),
+    };
+    Ok(match database_url {
+        Some(url) => Audit::connect_lazy(
+            &url,
+            mysql_url.as_deref(),
+            args.history.clone(),
+            safe.to_vec(),
+        )?,
+        None => Audit {
+            dbs: None,
+            history: args.history.clone(),
+            safe: safe.to_vec(),
+        },
+    })
+}
+
+/// The settings every race of the comparison shares, from the flags.
+fn settings(args: &RaceArgs) -> Settings {
+    let defaults = Settings::default();
+    Settings {
+        work_ms: args.work_ms,
+        lease_ms: args.lease_ms.unwrap_or(defaults.lease_ms),
+        acquire_timeout_ms: args
+            .acquire_timeout_ms
+            .unwrap_or(defaults.acquire_timeout_ms),
+        max_retries: args.max_retries.unwrap_or(defaults.max_retries),
+        waves: args.waves,
+        wave_every_ms: args.wave_every_ms,
+        ..defaults
+    }
 }
 
 /// A comparison label, `strategy[:recipe][@store]`, as the strategy id,

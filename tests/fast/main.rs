@@ -14,3 +14,4 @@ mod app;
 mod contract;
 mod generated;
 mod refusals;
+mod shape;
