@@ -1,4 +1,4 @@
-//! The command line: `seckill serve | lab | race | bench | check | report | strategies`.
+//! The command line: `seckill serve | lab | race | bench | check | report | strategies | errors`.
 
 use clap::{Parser, Subcommand};
 
@@ -69,6 +69,9 @@ pub enum Command {
     /// Print the strategy catalogue (no server needed): as text, as JSON,
     /// as the README's table or as JMeter's strategies.csv.
     Strategies(StrategiesArgs),
+    /// Print the contract's error codes as docs/http.md's status table
+    /// (markdown; no server needed).
+    Errors,
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
-//! What the catalogue writes for the world outside the code: the README's
-//! strategy table and JMeter's `jmeter/strategies.csv`. `seckill
-//! strategies --format markdown|jmeter-csv` prints them; a test compares
-//! the committed copies with what this build generates, so adding a
-//! strategy to the catalogue is enough to know what to regenerate.
+//! What the code writes for the world outside it: the README's strategy
+//! table and JMeter's `jmeter/strategies.csv` from the catalogue (`seckill
+//! strategies --format markdown|jmeter-csv`), and docs/http.md's status
+//! table from the error codes (`seckill errors`). A test compares the
+//! committed copies with what this build generates, so adding a strategy
+//! or a code is enough to know what to regenerate.
 
+use crate::error::ErrorCode;
 use crate::info::{Expect, Hazard, Info};
 
 /// The first JMeter product id; strategy `i` of the catalogue sells
@@ -93,6 +95,21 @@ pub struct StrategiesArgs {
     /// table) or `jmeter-csv` (`jmeter/strategies.csv`).
     #[arg(long, default_value = "text")]
     pub format: String,
+}
+
+/// docs/http.md's status table: every error code with its status and what
+/// it tells a client.
+pub fn status_table() -> String {
+    let mut out = String::from("| status | code | what it means |\n|---|---|---|\n");
+    for code in ErrorCode::ALL {
+        out.push_str(&format!(
+            "| {} | `{}` | {} |\n",
+            code.status().as_u16(),
+            code.as_str(),
+            code.means()
+        ));
+    }
+    out
 }
 
 /// Prints the catalogue in the asked format.

@@ -36,8 +36,9 @@ use uuid::Uuid;
 
 use crate::backends::Backends;
 use crate::backends::conn::RedisConn;
+use crate::backends::error::BackendError;
 use crate::backends::lease::release_key;
-use crate::error::{BackendError, Invalid};
+use crate::error::Invalid;
 use crate::product::{Product, keys, truncate};
 use crate::sale::Store;
 

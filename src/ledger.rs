@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::backends::Backends;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::orders::writer::parse_entry;
 use crate::placement::Placed;
 use crate::product::{Product, Settings, StoreKind, keys};

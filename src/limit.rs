@@ -20,7 +20,7 @@ use std::sync::LazyLock;
 use redis::{AsyncCommands, Script};
 use sqlx::{MySqlConnection, PgConnection};
 
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::product::keys;
 use crate::sale::BuyCtx;
 

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::backends::Backends;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 
 /// How many seconds back the view reaches.
 pub const WINDOW_SECS: u64 = 60;

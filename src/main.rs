@@ -25,6 +25,10 @@ async fn main() -> ExitCode {
         Command::Check(args) => seckill::check::run(args).await,
         Command::Report(args) => seckill::report::run(args).await.map(|()| true),
         Command::Strategies(args) => seckill::generated::run(&args).map(|()| true),
+        Command::Errors => {
+            print!("{}", seckill::generated::status_table());
+            Ok(true)
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

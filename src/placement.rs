@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::backends::conn::RedisConn;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::product::keys::RedisCell;
 
 /// One stock counter and where it is.

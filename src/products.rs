@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 
 use crate::backends::conn::RedisConn;
+use crate::backends::error::BackendError;
 use crate::backends::{Backends, Footprint};
-use crate::error::{BackendError, Invalid};
+use crate::error::Invalid;
 use crate::product::keys::Place;
 use crate::product::shares::through;
 use crate::product::{Product, Recipe, ResetRequest, Settings, keys, now_ms, truncate};

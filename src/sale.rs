@@ -19,8 +19,8 @@ use futures::future::BoxFuture;
 use uuid::Uuid;
 
 use crate::backends::conn::RedisConn;
+use crate::backends::error::BackendError;
 use crate::backends::{Backends, Footprint};
-use crate::error::BackendError;
 use crate::orders::Order;
 use crate::product::keys::RedisCell;
 use crate::product::{Product, StoreKind};

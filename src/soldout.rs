@@ -25,8 +25,8 @@ use redis::AsyncCommands;
 use uuid::Uuid;
 
 use crate::backends::conn::RedisConn;
+use crate::backends::error::BackendError;
 use crate::backends::master::MainRedis;
-use crate::error::BackendError;
 use crate::products::ProductCache;
 
 /// The channel resets are announced on.

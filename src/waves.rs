@@ -17,7 +17,7 @@ use std::sync::Mutex;
 
 use crate::backends::Backends;
 use crate::backends::conn::RedisConn;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::product::Product;
 use crate::product::shares::through;
 use crate::sale::Store;

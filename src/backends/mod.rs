@@ -3,6 +3,7 @@
 //! Handles only: no knowledge of products, locks or strategies.
 
 pub mod conn;
+pub mod error;
 pub mod etcd;
 pub mod lane;
 pub mod lease;
@@ -14,7 +15,7 @@ pub mod zookeeper;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use redlock::Master;
 
 /// The connections every strategy may use.

@@ -25,9 +25,10 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
 use crate::backends::Backends;
+use crate::backends::error::BackendError;
 use crate::backends::master::PooledRedis;
 use crate::edge::{self, ClientIp, EdgeArgs};
-use crate::error::{ApiError, BackendError};
+use crate::error::ApiError;
 use crate::purchase::Shop;
 use crate::reservation::Reservations;
 use crate::soldout::Memory;

@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use zookeeper_client as zk;
 
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 
 /// A node this instance created, deleted (in the background) on drop.
 pub struct OwnedNode {

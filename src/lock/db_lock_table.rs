@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use super::{Lock, Token};
 use crate::backends::Footprint;
+use crate::backends::error::BackendError;
 use crate::backoff;
-use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::product::{Product, StoreKind};
 use crate::sale::BuyCtx;

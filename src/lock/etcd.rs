@@ -31,7 +31,7 @@ use etcd_client::{Client, LockOptions};
 
 use super::{Lock, Waiting};
 use crate::backends::Footprint;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, StoreKind};
 use crate::sale::BuyCtx;

@@ -19,7 +19,7 @@ use redis::AsyncCommands;
 use super::redis_lock::RedisLock;
 use super::{Lock, Token};
 use crate::backends::Footprint;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, StoreKind, keys};
 use crate::sale::BuyCtx;

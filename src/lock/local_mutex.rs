@@ -12,7 +12,7 @@ use std::time::Instant;
 use tokio::sync::OwnedMutexGuard;
 
 use super::Lock;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::StoreKind;
 use crate::sale::BuyCtx;

@@ -23,8 +23,8 @@ pub mod zookeeper;
 use std::future::Future;
 use std::time::Instant;
 
+use crate::backends::error::BackendError;
 use crate::backends::{Backends, Footprint};
-use crate::error::BackendError;
 use crate::product::Product;
 use crate::sale::BuyCtx;
 

@@ -12,9 +12,9 @@ use uuid::Uuid;
 
 use super::{Lock, Token};
 use crate::backends::Footprint;
+use crate::backends::error::BackendError;
 use crate::backends::lease::{release_key, try_set};
 use crate::backoff;
-use crate::error::BackendError;
 use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, StoreKind, keys};
 use crate::sale::BuyCtx;

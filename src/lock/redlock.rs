@@ -22,9 +22,9 @@ use uuid::Uuid;
 
 use super::{Lock, Token};
 use crate::backends::Footprint;
+use crate::backends::error::BackendError;
 use crate::backends::lease::{release_key, try_set};
 use crate::backends::redlock::PER_MASTER;
-use crate::error::BackendError;
 use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, Quorum, StoreKind, keys};
 use crate::sale::BuyCtx;

@@ -24,7 +24,7 @@ use zookeeper_client as zk;
 
 use super::{Lock, Reading, Waiting, curator};
 use crate::backends::Footprint;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::{Product, Recipe, StoreKind};
 use crate::sale::BuyCtx;

@@ -22,8 +22,8 @@ use uuid::Uuid;
 
 use super::{Order, fields};
 use crate::backends::conn::RedisConn;
+use crate::backends::error::BackendError;
 use crate::backends::master::MainRedis;
-use crate::error::BackendError;
 use crate::product::keys;
 use crate::telemetry;
 

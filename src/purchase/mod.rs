@@ -16,8 +16,8 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::backends::Backends;
+use crate::backends::error::BackendError;
 use crate::backends::lane::LaneConn;
-use crate::error::BackendError;
 use crate::idempotency::{self, Claim, Claimed, Keyed, Sold};
 use crate::orders::Order;
 use crate::product::{Product, Window, now_ms};

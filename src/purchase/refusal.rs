@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::live::Answer;
 
 /// A purchase that did not sell.

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use super::{Refusal, Shop};
 use crate::backends::conn::RedisConn;
+use crate::backends::error::BackendError;
 use crate::backends::lane::LaneConn;
-use crate::error::BackendError;
 use crate::idempotency::{Claim, Sold};
 use crate::orders::Order;
 use crate::product::{Product, keys, now_ms};

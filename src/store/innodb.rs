@@ -3,7 +3,7 @@
 //! wait past its timeout) — on its own so that the MySQL store and
 //! MySQL's statements for the database strategies both take it.
 
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::sale::BuyCtx;
 
 /// The `orders` INSERT of a MySQL-stored sale (`?` placeholders, bound by

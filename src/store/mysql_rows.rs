@@ -10,7 +10,7 @@
 //! `LAST_INSERT_ID(expr)` in the statement's OK packet.
 
 use super::innodb::{self, bind_order};
-use crate::error::{AtCommit, BackendError};
+use crate::backends::error::{AtCommit, BackendError};
 use crate::limit;
 use crate::sale::{BuyCtx, Rows, StoreFuture, Written};
 

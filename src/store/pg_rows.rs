@@ -4,7 +4,7 @@
 
 use sqlx::Row;
 
-use crate::error::{AtCommit, BackendError};
+use crate::backends::error::{AtCommit, BackendError};
 use crate::limit;
 use crate::orders::{INSERT_SQL, insert_if_sold};
 use crate::sale::{BuyCtx, Rows, StoreFuture, Written};

@@ -9,7 +9,7 @@
 
 use redis::Script;
 
-use crate::error::{AtCommit, BackendError};
+use crate::backends::error::{AtCommit, BackendError};
 use crate::orders::{Order, fields};
 use crate::product::keys::RedisCell;
 use crate::product::{Product, keys};

@@ -13,7 +13,7 @@
 //! buyers per commit).
 
 use super::{Outcome, Strategy};
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::product::StoreKind;
 use crate::sale::BuyCtx;

@@ -15,7 +15,7 @@
 
 use super::group::SellsGroup;
 use crate::backends::Backends;
-use crate::error::{AtCommit, BackendError};
+use crate::backends::error::{AtCommit, BackendError};
 use crate::info::{Expect, Hazard, Info};
 use crate::orders::Order;
 use crate::product::{Product, StoreKind};

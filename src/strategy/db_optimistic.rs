@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use super::{Outcome, Strategy};
+use crate::backends::error::BackendError;
 use crate::backoff;
-use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::product::StoreKind;
 use crate::sale::BuyCtx;

@@ -6,7 +6,7 @@
 //! the pool and the row are the ceiling.
 
 use super::{Outcome, Strategy};
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::limit;
 use crate::product::StoreKind;

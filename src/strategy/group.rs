@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 
 use super::{Outcome, Strategy};
 use crate::backends::Backends;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::Info;
 use crate::orders::Order;
 use crate::product::Product;

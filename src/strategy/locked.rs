@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use super::{Outcome, Strategy, section};
+use crate::backends::error::BackendError;
 use crate::backends::{Backends, Footprint};
-use crate::error::BackendError;
 use crate::info::Info;
 use crate::limit;
 use crate::lock::{Lock, Reading, Waiting};

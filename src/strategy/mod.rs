@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
+use crate::backends::error::BackendError;
 use crate::backends::{Backends, Footprint};
-use crate::error::BackendError;
 use crate::info::Info;
 use crate::lock::Reading;
 use crate::product::{Product, StoreKind};

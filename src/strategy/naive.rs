@@ -5,7 +5,7 @@
 //! both sell, so it oversells under any concurrency.
 
 use super::{Outcome, Strategy, section};
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::{ANY_STORE, Expect, Hazard, Info};
 use crate::product::StoreKind;
 use crate::sale::BuyCtx;

@@ -19,7 +19,7 @@ use redis::Script;
 
 use super::group::SellsGroup;
 use crate::backends::Backends;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::orders::Order;
 use crate::product::{Product, StoreKind};

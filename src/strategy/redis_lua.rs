@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use super::{Outcome, Strategy};
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::product::StoreKind;
 use crate::product::keys::RedisCell;

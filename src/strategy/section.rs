@@ -4,7 +4,7 @@
 //! and on the product's store, so that they differ in nothing else.
 
 use super::Outcome;
-use crate::error::BackendError;
+use crate::backends::error::BackendError;
 use crate::sale::BuyCtx;
 
 /// Runs the section on the store's counter `cell`, passing the lock's

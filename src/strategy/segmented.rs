@@ -28,9 +28,9 @@ use uuid::Uuid;
 
 use super::{Outcome, Strategy, locked};
 use crate::backends::Footprint;
+use crate::backends::error::BackendError;
 use crate::backends::lease::{release_key, try_set};
 use crate::backoff;
-use crate::error::BackendError;
 use crate::info::{Expect, Hazard, Info};
 use crate::limit;
 use crate::lock::{Lock, Token, Waiting};

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use seckill::generated::{jmeter_csv, markdown_table};
+use seckill::generated::{jmeter_csv, markdown_table, status_table};
 use seckill::strategy::Catalogue;
 
 fn read(path: &str) -> String {
@@ -34,5 +34,22 @@ fn the_readmes_strategy_table_is_the_catalogues() {
         &readme[begin..end],
         markdown_table(&Catalogue::new().infos()),
         "regenerate the table between the markers: cargo run -q -- strategies --format markdown"
+    );
+}
+
+#[test]
+fn the_status_table_is_the_error_codes() {
+    let http = read("docs/http.md");
+    let begin = http
+        .find("<!-- errors:begin")
+        .and_then(|at| http[at..].find('\n').map(|nl| at + nl + 1))
+        .expect("docs/http.md has the errors:begin marker");
+    let end = http
+        .find("<!-- errors:end -->")
+        .expect("docs/http.md has the errors:end marker");
+    assert_eq!(
+        &http[begin..end],
+        status_table(),
+        "regenerate the table between the markers: cargo run -q -- errors"
     );
 }

@@ -39,11 +39,14 @@ impl Own {
             .await
             .expect("redis-server");
         let app = app_on(&node.url(), &[]).await;
-        let redis = redis::Client::open(node.url())
+        let mut redis = redis::Client::open(node.url())
             .expect("url")
             .get_multiplexed_async_connection()
             .await
             .expect("connection");
+        // The faults (DEBUG POPULATE, SAVE) can take longer than redis-rs's
+        // default 500 ms on a loaded machine.
+        redis.set_response_timeout(Duration::from_secs(60));
         reset(&app, id, json!({"stock": 10, "strategy": "redis-lua"})).await;
         let own = Self {
             node,
