@@ -20,18 +20,24 @@ fn the_jmeter_csv_is_the_catalogues() {
     );
 }
 
+/// What `path` holds between its `<!-- NAME:begin … -->` line and its
+/// `<!-- NAME:end -->` marker.
+fn generated_part(path: &str, name: &str) -> String {
+    let text = read(path);
+    let begin = text
+        .find(&format!("<!-- {name}:begin"))
+        .and_then(|at| text[at..].find('\n').map(|nl| at + nl + 1))
+        .unwrap_or_else(|| panic!("{path} has the {name}:begin marker"));
+    let end = text
+        .find(&format!("<!-- {name}:end -->"))
+        .unwrap_or_else(|| panic!("{path} has the {name}:end marker"));
+    text[begin..end].to_owned()
+}
+
 #[test]
 fn the_readmes_strategy_table_is_the_catalogues() {
-    let readme = read("README.md");
-    let begin = readme
-        .find("<!-- strategies:begin")
-        .and_then(|at| readme[at..].find('\n').map(|nl| at + nl + 1))
-        .expect("README has the strategies:begin marker");
-    let end = readme
-        .find("<!-- strategies:end -->")
-        .expect("README has the strategies:end marker");
     assert_eq!(
-        &readme[begin..end],
+        generated_part("README.md", "strategies"),
         markdown_table(&Catalogue::new().infos()),
         "regenerate the table between the markers: cargo run -q -- strategies --format markdown"
     );
@@ -39,16 +45,8 @@ fn the_readmes_strategy_table_is_the_catalogues() {
 
 #[test]
 fn the_status_table_is_the_error_codes() {
-    let http = read("docs/http.md");
-    let begin = http
-        .find("<!-- errors:begin")
-        .and_then(|at| http[at..].find('\n').map(|nl| at + nl + 1))
-        .expect("docs/http.md has the errors:begin marker");
-    let end = http
-        .find("<!-- errors:end -->")
-        .expect("docs/http.md has the errors:end marker");
     assert_eq!(
-        &http[begin..end],
+        generated_part("docs/http.md", "errors"),
         status_table(),
         "regenerate the table between the markers: cargo run -q -- errors"
     );
