@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/deps.sh
-cargo fmt --check
-cargo clippy --all-targets --locked -- -D warnings
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --locked
 SECKILL_ADMIN_TOKEN=validation-only docker-compose -f docker-compose.yml config -q
 for profile in cluster jmeter observe; do

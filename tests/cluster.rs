@@ -4,9 +4,7 @@
 //! served, the slots split evenly, each master with its own replica, and a
 //! key answered only by the master of its slot.
 
-#[allow(dead_code)] // the API tests use the rest of the harness
-#[path = "api/harness.rs"]
-mod harness;
+use seckill_harness as harness;
 
 use redis::Value;
 use seckill::lab::cluster::{Cluster, SLOTS, peers};

@@ -3,9 +3,7 @@
 //! template variables, and ports that line up. No engine runs here, so
 //! this is how the compose file is kept from drifting.
 
-#[allow(dead_code)] // the API tests use the rest of the harness
-#[path = "api/harness.rs"]
-mod harness;
+use seckill_harness as harness;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

@@ -5,16 +5,14 @@
 //! are the numbers `/report` gives, and each card shows the minute's
 //! answers and the instances that served them.
 
-#[allow(dead_code)] // the API tests use the rest of the harness
-#[path = "api/harness.rs"]
-mod harness;
+use seckill_harness as harness;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use harness::{TestLab, race_on};
+use harness::{Race, TestLab, race_on};
 use seckill::chart;
 use seckill::ledger::Ledger;
 use serde_json::json;
@@ -131,15 +129,31 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
     race_on(
         &audit,
         &gateway,
-        1500,
-        "naive",
-        20,
-        100,
-        50,
-        json!({"work_ms": 20}),
+        Race {
+            product: 1500,
+            strategy: "naive",
+            stock: 20,
+            buyers: 100,
+            concurrency: 50,
+            pace: None,
+            settings: json!({"work_ms": 20}),
+        },
     )
     .await;
-    race_on(&audit, &gateway, 1501, "redis-lua", 20, 100, 50, json!({})).await;
+    race_on(
+        &audit,
+        &gateway,
+        Race {
+            product: 1501,
+            strategy: "redis-lua",
+            stock: 20,
+            buyers: 100,
+            concurrency: 50,
+            pace: None,
+            settings: json!({}),
+        },
+    )
+    .await;
     let running = tokio::spawn({
         let gateway = gateway.clone();
         let audit = audit.clone();
@@ -147,12 +161,15 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
             race_on(
                 &audit,
                 &gateway,
-                1502,
-                "redis-lock",
-                100,
-                200,
-                20,
-                json!({"work_ms": 60}),
+                Race {
+                    product: 1502,
+                    strategy: "redis-lock",
+                    stock: 100,
+                    buyers: 200,
+                    concurrency: 20,
+                    pace: None,
+                    settings: json!({"work_ms": 60}),
+                },
             )
             .await
         }

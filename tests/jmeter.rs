@@ -4,9 +4,7 @@
 //! strategy: successful samples == orders, the safe strategies oversold 0,
 //! the unsafe ones more than 0.
 
-#[allow(dead_code)] // the API tests use the rest of the harness
-#[path = "api/harness.rs"]
-mod harness;
+use seckill_harness as harness;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -6,14 +6,12 @@
 //! text lies within the page's width and within the SVG that draws it,
 //! and the page needs no sideways scrolling.
 
-#[allow(dead_code)] // the API tests use the rest of the harness
-#[path = "api/harness.rs"]
-mod harness;
+use seckill_harness as harness;
 
 use std::path::Path;
 use std::process::Command;
 
-use harness::{TestLab, race_on};
+use harness::{Race, TestLab, race_on};
 use seckill::info::Expect;
 use seckill::info::Scenario;
 use seckill::race::client::CatalogEntry;
@@ -125,17 +123,46 @@ async fn the_live_page_cuts_nothing_off_at_either_width() {
     race_on(
         &audit,
         &gateway,
-        1,
-        "naive",
-        10,
-        60,
-        20,
-        json!({"work_ms": 5}),
+        Race {
+            product: 1,
+            strategy: "naive",
+            stock: 10,
+            buyers: 60,
+            concurrency: 20,
+            pace: None,
+            settings: json!({"work_ms": 5}),
+        },
     )
     .await;
     let recipe = json!({"recipe": "semaphore-mutex"});
-    race_on(&audit, &gateway, 2, "zookeeper", 10, 60, 20, recipe).await;
+    race_on(
+        &audit,
+        &gateway,
+        Race {
+            product: 2,
+            strategy: "zookeeper",
+            stock: 10,
+            buyers: 60,
+            concurrency: 20,
+            pace: None,
+            settings: recipe,
+        },
+    )
+    .await;
     let elsewhere = json!({"store": "postgres", "max_retries": 1000});
-    race_on(&audit, &gateway, 3, "db-transaction", 10, 60, 20, elsewhere).await;
+    race_on(
+        &audit,
+        &gateway,
+        Race {
+            product: 3,
+            strategy: "db-transaction",
+            stock: 10,
+            buyers: 60,
+            concurrency: 20,
+            pace: None,
+            settings: elsewhere,
+        },
+    )
+    .await;
     assert_nothing_cut(&format!("{}/", lab.info.gateway_url), "the live page");
 }

@@ -6,14 +6,12 @@
 //! Prometheus configurations, the lab's and compose's, pass `promtool
 //! check config`.
 
-#[allow(dead_code)] // the API tests use the rest of the harness
-#[path = "api/harness.rs"]
-mod harness;
+use seckill_harness as harness;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use harness::{TestLab, race_on};
+use harness::{Race, TestLab, race_on};
 use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -104,7 +102,20 @@ async fn every_dashboard_query_returns_data_from_the_labs_prometheus() {
     let gateway = lab.gateway();
     let audit = lab.audit();
     for (product, strategy) in [(1, "redis-lua"), (2, "redis-lock"), (3, "redis-group")] {
-        let row = race_on(&audit, &gateway, product, strategy, 20, 100, 20, json!({})).await;
+        let row = race_on(
+            &audit,
+            &gateway,
+            Race {
+                product,
+                strategy,
+                stock: 20,
+                buyers: 100,
+                concurrency: 20,
+                pace: None,
+                settings: json!({}),
+            },
+        )
+        .await;
         assert_eq!(row.sold, 20, "{row:?}");
     }
     // Scraped every second; rates look back 30 s. Each query gets until

@@ -12,9 +12,7 @@
 //! (which installs it under target/ when missing); its settings and hooks
 //! are in tests/schemathesis/.
 
-#[allow(dead_code)] // the API tests use the rest of the harness
-#[path = "api/harness.rs"]
-mod harness;
+use seckill_harness as harness;
 
 use std::collections::BTreeMap;
 use std::path::Path;

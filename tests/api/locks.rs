@@ -86,16 +86,7 @@ async fn zookeeper_sells_again_after_its_session_expired() {
 #[tokio::test]
 async fn etcd_watchdog_keeps_the_lock_through_work_longer_than_its_lease() {
     let lab = shared();
-    let row = crate::harness::race_on(
-        &lab.audit(),
-        &lab.gateway(),
-        503,
-        "etcd",
-        1,
-        2,
-        2,
-        serde_json::json!({"work_ms": 2500, "lease_ms": 1000, "acquire_timeout_ms": 8000}),
-    )
+    let row = crate::harness::race_on(&lab.audit(), &lab.gateway(), crate::harness::Race { product: 503, strategy: "etcd", stock: 1, buyers: 2, concurrency: 2, pace: None, settings: serde_json::json!({"work_ms": 2500, "lease_ms": 1000, "acquire_timeout_ms": 8000}) })
     .await;
     assert_eq!(row.sold, 1, "{row:?}");
     assert_eq!(row.oversold, 0, "{row:?}");

@@ -3,10 +3,11 @@
 //! nginx), started by `seckill lab --json` — the same code users run.
 //! Tests isolate their data by product id.
 
+use seckill_harness as harness;
+
 mod contract;
 mod edge;
 mod failover;
-mod harness;
 mod history;
 mod hostile;
 mod idempotency;

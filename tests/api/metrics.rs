@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::harness::{TestLab, http, race_on};
+use crate::harness::{Race, TestLab, http, race_on};
 
 /// The sum over `texts` of every sample of `name` whose labels include all
 /// of `labels` (`key="value"` pairs).
@@ -48,12 +48,15 @@ async fn a_races_counts_show_in_the_instances_metrics() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        1300,
-        "redis-lock",
-        20,
-        100,
-        20,
-        json!({"work_ms": 2}),
+        Race {
+            product: 1300,
+            strategy: "redis-lock",
+            stock: 20,
+            buyers: 100,
+            concurrency: 20,
+            pace: None,
+            settings: json!({"work_ms": 2}),
+        },
     )
     .await;
     let texts = scrape(&lab).await;
@@ -85,12 +88,15 @@ async fn a_races_counts_show_in_the_instances_metrics() {
     let grouped = race_on(
         &lab.audit(),
         &lab.gateway(),
-        1301,
-        "db-group",
-        30,
-        120,
-        32,
-        json!({}),
+        Race {
+            product: 1301,
+            strategy: "db-group",
+            stock: 30,
+            buyers: 120,
+            concurrency: 32,
+            pace: None,
+            settings: json!({}),
+        },
     )
     .await;
     let texts = scrape(&lab).await;

@@ -9,7 +9,7 @@ use seckill::strategy::Catalogue;
 use serde_json::json;
 use sqlx::Connection;
 
-use crate::harness::{race_on, shared};
+use crate::harness::{Race, race_on, shared};
 
 /// Every safe strategy that takes `store: mysql` sells exactly the stock
 /// there, through both instances, and its history checks against MySQL.
@@ -32,12 +32,7 @@ async fn every_safe_strategy_that_takes_mysql_sells_exactly_the_stock_there() {
         let row = race_on(
             &lab.audit(),
             &gateway,
-            product,
-            info.id,
-            20,
-            200,
-            50,
-            settings,
+            Race::crowd(product, info.id, settings),
         )
         .await;
         assert_eq!(

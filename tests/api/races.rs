@@ -8,7 +8,7 @@ use std::time::Duration;
 use seckill::product::Recipe;
 use seckill::strategy::Catalogue;
 
-use crate::harness::{race_on, race_paced, shared};
+use crate::harness::{Race, race_on, shared};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn naive_oversells_across_two_instances() {
@@ -18,12 +18,15 @@ async fn naive_oversells_across_two_instances() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        101,
-        "naive",
-        10,
-        100,
-        100,
-        json!({"work_ms": 100}),
+        Race {
+            product: 101,
+            strategy: "naive",
+            stock: 10,
+            buyers: 100,
+            concurrency: 100,
+            pace: None,
+            settings: json!({"work_ms": 100}),
+        },
     )
     .await;
     assert!(row.oversold > 0, "naive must oversell: {row:?}");
@@ -38,12 +41,15 @@ async fn local_mutex_oversells_across_two_instances() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        102,
-        "local-mutex",
-        5,
-        20,
-        20,
-        json!({"work_ms": 100}),
+        Race {
+            product: 102,
+            strategy: "local-mutex",
+            stock: 5,
+            buyers: 20,
+            concurrency: 20,
+            pace: None,
+            settings: json!({"work_ms": 100}),
+        },
     )
     .await;
     assert!(
@@ -59,12 +65,15 @@ async fn local_mutex_is_safe_on_one_instance() {
     let row = race_on(
         &lab.audit(),
         &lab.instance(0),
-        103,
-        "local-mutex",
-        5,
-        20,
-        20,
-        json!({"work_ms": 100}),
+        Race {
+            product: 103,
+            strategy: "local-mutex",
+            stock: 5,
+            buyers: 20,
+            concurrency: 20,
+            pace: None,
+            settings: json!({"work_ms": 100}),
+        },
     )
     .await;
     assert_eq!(row.oversold, 0, "{row:?}");
@@ -80,12 +89,15 @@ async fn redis_lock_oversells_when_the_lease_expires_under_the_holder() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        104,
-        "redis-lock",
-        5,
-        20,
-        20,
-        settings,
+        Race {
+            product: 104,
+            strategy: "redis-lock",
+            stock: 5,
+            buyers: 20,
+            concurrency: 20,
+            pace: None,
+            settings,
+        },
     )
     .await;
     assert!(
@@ -106,12 +118,15 @@ async fn redis_lock_is_safe_when_the_lease_covers_the_work() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        105,
-        "redis-lock",
-        5,
-        20,
-        20,
-        settings,
+        Race {
+            product: 105,
+            strategy: "redis-lock",
+            stock: 5,
+            buyers: 20,
+            concurrency: 20,
+            pace: None,
+            settings,
+        },
     )
     .await;
     assert_eq!(row.oversold, 0, "{row:?}");
@@ -127,12 +142,15 @@ async fn db_optimistic_never_oversells_and_reports_buyers_who_gave_up() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        113,
-        "db-optimistic",
-        100,
-        1000,
-        200,
-        settings,
+        Race {
+            product: 113,
+            strategy: "db-optimistic",
+            stock: 100,
+            buyers: 1000,
+            concurrency: 200,
+            pace: None,
+            settings,
+        },
     )
     .await;
     assert!(row.sold <= 100, "{row:?}");
@@ -164,7 +182,7 @@ async fn every_safe_strategy_sells_exactly_the_stock() {
     for (i, (id, recipe)) in races.enumerate() {
         let product = 140 + i as i64;
         let settings = json!({"max_retries": 1000, "recipe": recipe});
-        let row = race_on(&lab.audit(), &gateway, product, id, 20, 200, 50, settings).await;
+        let row = race_on(&lab.audit(), &gateway, Race::crowd(product, id, settings)).await;
         assert_eq!(
             row.sold,
             20,
@@ -185,16 +203,18 @@ async fn setnx_naive_oversells_when_work_outlives_the_ttl() {
     // arriving, so arrivals are paced, not burst.
     let settings = json!({"work_ms": 200, "lease_ms": 50});
     let pace = Some(Duration::from_millis(30));
-    let row = race_paced(
+    let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        130,
-        "setnx-naive",
-        3,
-        40,
-        40,
-        pace,
-        settings,
+        Race {
+            product: 130,
+            strategy: "setnx-naive",
+            stock: 3,
+            buyers: 40,
+            concurrency: 40,
+            pace,
+            settings,
+        },
     )
     .await;
     assert!(
@@ -214,12 +234,15 @@ async fn redissons_watchdog_keeps_a_long_holder_safe() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        131,
-        "redisson",
-        2,
-        10,
-        10,
-        settings,
+        Race {
+            product: 131,
+            strategy: "redisson",
+            stock: 2,
+            buyers: 10,
+            concurrency: 10,
+            pace: None,
+            settings,
+        },
     )
     .await;
     assert_eq!(row.oversold, 0, "{row:?}");
@@ -235,12 +258,15 @@ async fn fencing_refuses_the_writes_of_expired_holders() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        132,
-        "fenced",
-        3,
-        40,
-        20,
-        settings,
+        Race {
+            product: 132,
+            strategy: "fenced",
+            stock: 3,
+            buyers: 40,
+            concurrency: 20,
+            pace: None,
+            settings,
+        },
     )
     .await;
     assert_eq!(row.oversold, 0, "{row:?}");
@@ -258,12 +284,7 @@ async fn a_locked_strategy_can_guard_a_postgres_row() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        133,
-        "redlock",
-        20,
-        200,
-        50,
-        settings,
+        Race::crowd(133, "redlock", settings),
     )
     .await;
     assert_eq!(

@@ -9,7 +9,7 @@ use seckill::product::now_ms;
 
 use serde_json::json;
 
-use crate::harness::{race_on, raw_buy, shared};
+use crate::harness::{Race, race_on, raw_buy, shared};
 
 async fn sleep_until(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms.saturating_sub(now_ms()) + 50)).await;
@@ -89,12 +89,15 @@ async fn buyers_come_back_for_each_wave() {
     let row = race_on(
         &lab.audit(),
         &lab.gateway(),
-        1910,
-        "redis-lua",
-        6,
-        30,
-        30,
-        json!({"waves": 3, "wave_every_ms": 800}),
+        Race {
+            product: 1910,
+            strategy: "redis-lua",
+            stock: 6,
+            buyers: 30,
+            concurrency: 30,
+            pace: None,
+            settings: json!({"waves": 3, "wave_every_ms": 800}),
+        },
     )
     .await;
     assert_eq!(

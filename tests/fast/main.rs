@@ -6,9 +6,7 @@
 //! against the same real servers, without starting processes per test. The full suite (`scripts/test.sh`) adds
 //! the races through nginx, the scenarios, JMeter, Chromium and compose.
 
-#[allow(dead_code)] // the API tests use the rest of the harness
-#[path = "../api/harness.rs"]
-mod harness;
+use seckill_harness as harness;
 
 mod app;
 mod contract;

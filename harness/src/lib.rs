@@ -1,4 +1,6 @@
-//! Starts labs for the tests and gives them clients.
+//! The test harness: starts labs for the tests, gives them clients, and
+//! races whose every row is checked. A crate of its own, which every test
+//! binary links (docs/architecture.md says why).
 //!
 //! A lab is a `seckill lab --json` child process: it prints where
 //! everything is on one line, and stops everything (and deletes its
@@ -7,6 +9,7 @@
 //! does with statics.
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -15,7 +18,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use seckill::lab::LabInfo;
 use seckill::race::client::Target;
-use seckill::race::driver::{Audit, RaceSpec, Row, race};
+use seckill::race::driver::{self, Audit, RaceSpec, Row};
 use seckill::strategy::Catalogue;
 use serde_json::Value;
 
@@ -35,7 +38,7 @@ impl TestLab {
     /// A lab with extra `seckill lab` flags and environment (which the
     /// instances inherit), e.g. tight rate limits.
     pub fn start_with(instances: usize, flags: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_seckill"))
+        let mut child = Command::new(seckill_binary())
             .args(["lab", "--json", "--instances", &instances.to_string()])
             .args(flags)
             .envs(env.iter().copied())
@@ -124,61 +127,58 @@ pub async fn raw_buy(
     (status, retry_after, response.json().await.expect("JSON"))
 }
 
-/// Races `strategy` on `product_id` with the given settings object; the
-/// race's history is checked by `audit`.
-#[allow(clippy::too_many_arguments)]
-pub async fn race_on(
-    audit: &Audit,
-    target: &Target,
-    product_id: i64,
-    strategy: &str,
-    stock: i64,
-    buyers: usize,
-    concurrency: usize,
-    settings: Value,
-) -> Row {
-    race_paced(
-        audit,
-        target,
-        product_id,
-        strategy,
-        stock,
-        buyers,
-        concurrency,
-        None,
-        settings,
-    )
-    .await
+/// One race a test runs, named field by field.
+pub struct Race<'a> {
+    /// The product raced (tests isolate their data by product id).
+    pub product: i64,
+    /// The strategy's id (its recipe or store, if any, go in
+    /// `settings`).
+    pub strategy: &'a str,
+    /// Units on sale.
+    pub stock: i64,
+    /// Buyers, one unit each.
+    pub buyers: usize,
+    /// Requests in flight.
+    pub concurrency: usize,
+    /// Arrivals spread this far apart instead of one burst.
+    pub pace: Option<Duration>,
+    /// The product's settings, as a reset body writes them.
+    pub settings: Value,
 }
 
-/// [`race_on`] with arrivals spread `pace` apart instead of one burst.
-#[allow(clippy::too_many_arguments)]
-pub async fn race_paced(
-    audit: &Audit,
-    target: &Target,
-    product_id: i64,
-    strategy: &str,
-    stock: i64,
-    buyers: usize,
-    concurrency: usize,
-    pace: Option<Duration>,
-    settings: Value,
-) -> Row {
+impl<'a> Race<'a> {
+    /// The crowd most races are: 200 buyers, 50 in flight, on 20 units.
+    pub fn crowd(product: i64, strategy: &'a str, settings: Value) -> Self {
+        Self {
+            product,
+            strategy,
+            stock: 20,
+            buyers: 200,
+            concurrency: 50,
+            pace: None,
+            settings,
+        }
+    }
+}
+
+/// Runs `race` on `target`; its history is checked by `audit`, and every
+/// row is held to the ledger's promise before it is returned.
+pub async fn race_on(audit: &Audit, target: &Target, race: Race<'_>) -> Row {
     // Tests write settings as JSON; the driver takes them typed, so a
     // misspelt knob fails here rather than racing under defaults.
-    let settings = serde_json::from_value(settings).expect("valid settings");
+    let settings = serde_json::from_value(race.settings).expect("valid settings");
     let spec = RaceSpec {
-        product_id,
-        strategy: strategy.to_owned(),
-        stock,
-        buyers,
-        concurrency,
-        pace,
+        product_id: race.product,
+        strategy: race.strategy.to_owned(),
+        stock: race.stock,
+        buyers: race.buyers,
+        concurrency: race.concurrency,
+        pace: race.pace,
         settings,
         reserving: 0,
     };
-    let row = race(target, &spec, audit).await.expect("race");
-    eprintln!("{product_id} {strategy}: {row:?}");
+    let row = driver::race(target, &spec, audit).await.expect("race");
+    eprintln!("{} {}: {row:?}", race.product, race.strategy);
     // The ledger's promise, checked on every race: each 200 a client saw
     // is exactly one recorded order.
     assert_eq!(
@@ -195,4 +195,16 @@ pub async fn race_paced(
     );
     assert_eq!(row.history_ok, Some(row.violations.is_empty()), "{row:?}");
     row
+}
+
+/// The `seckill` binary of this build: beside the test binary's `deps`
+/// directory, where cargo puts both (`cargo test` builds it for the
+/// package's integration tests).
+fn seckill_binary() -> PathBuf {
+    let test = std::env::current_exe().expect("the test binary's path");
+    let dir = test
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    dir.join("seckill")
 }
