@@ -7,7 +7,7 @@
 //! is on sale, with no change to how it sells. Nobody runs a timer: the
 //! first buy an instance sees after a wave came due adds it, in one
 //! atomic, idempotent step per counter that carries how many waves it
-//! holds ([`crate::store::Store::release`]: a Redis script that also
+//! holds ([`crate::sale::Store::release`]: a Redis script that also
 //! checks the reset epoch; a conditional `UPDATE` of the row). Instances
 //! remember how far they know the release went, so a buy pays that round
 //! trip once per wave, not once per sale.

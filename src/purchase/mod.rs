@@ -1,7 +1,7 @@
 //! The sale as one use case, out of the HTTP layer: [`buy`] admits the
 //! buyer (the sale window, a reservation), answers from the instance's
 //! sold-out flag, puts a wave that came due on sale, claims the
-//! Idempotency-Key, and runs the sale in a task of its own ([`settle`]).
+//! Idempotency-Key, and runs the sale in a task of its own (`settle`).
 //! It returns what was bought or one [`Refusal`]; the HTTP handler parses
 //! the request, calls it and maps the result, and the live view reads the
 //! refusal's kind once.

@@ -3,11 +3,12 @@
 //!
 //! Locked strategies are a [`crate::lock::Lock`] composed with the shared
 //! critical section in [`section`] ([`locked::Locked`]), on whichever
-//! store holds the stock. The others do their own thing: `redis-lua` and
-//! `redis-group` in one Lua script; `db-atomic`, `db-pessimistic`,
+//! store holds the stock; `naive` runs the same section with no lock at
+//! all. The others do their own thing: `redis-lua` and `redis-group` in
+//! one Lua script (the group ones through [`group::Grouped`]); `db-atomic`, `db-pessimistic`,
 //! `db-optimistic` and `db-transaction` in SQL, in the dialect of the
 //! database that holds the row ([`crate::sale::Rows`]); `db-group` in one
-//! PostgreSQL transaction per group; `segmented` spreads the stock over K
+//! PostgreSQL transaction per group (through [`group::Grouped`] too); `segmented` spreads the stock over K
 //! counters, each under its own lock.
 //!
 //! Two traits: a strategy implements [`Strategy`] with native `async fn`
