@@ -1,6 +1,6 @@
 //! The seam between selling and storing: what one buy carries through
 //! every layer that sells ([`BuyCtx`]), what a store offers it
-//! ([`Store`], one implementation per store in [`crate::store`]), what a
+//! ([`Store`], one implementation per store in the `store` module), what a
 //! database offers the strategies that sell with SQL ([`Rows`]), and what
 //! a write did ([`Written`]).
 //!
@@ -101,12 +101,6 @@ pub trait Store: Send + Sync {
     /// a Redis sale's order is moved into PostgreSQL by the order writer.
     fn orders_in(&self) -> StoreKind;
 
-    /// The Redis counters holding the stock (none for a database row):
-    /// what a reset sets, a footprint clears and `GET /stock/{id}` places.
-    fn cells(&self) -> &[RedisCell] {
-        &[]
-    }
-
     /// The database whose row holds the stock, for the strategies that
     /// sell with SQL (`None`: the stock is not a row).
     fn rows(&self) -> Option<&'static dyn Rows>;
@@ -138,6 +132,12 @@ pub trait Store: Send + Sync {
         new_stock: i64,
         fence: Option<u64>,
     ) -> StoreFuture<'a, Written>;
+
+    /// The Redis counters holding the stock (none for a database row):
+    /// what a reset sets, a footprint clears and `GET /stock/{id}` places.
+    fn cells(&self) -> &[RedisCell] {
+        &[]
+    }
 
     /// The units the buyer holds (a hint read before queueing for a lock;
     /// the atomic step decides).

@@ -3,7 +3,7 @@
 //! refusal that ran nothing) and about the step that sells
 //! ([`BackendError::at_commit`]: sent and not answered is an unknown
 //! outcome). Beside the backends, whose failures it classifies; the HTTP
-//! layer maps it to a status in `crate::error`.
+//! layer above maps it to a status.
 
 /// How a Redis error's text begins (see [`BackendError::Redis`]).
 const REDIS_PREFIX: &str = "redis: ";

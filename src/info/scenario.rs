@@ -1,8 +1,8 @@
 //! The named failure scenarios (`seckill race --scenario NAME`): one enum
 //! that carries each one's name and claim, so the command line, the
 //! reports and `--scenario all` cannot disagree on them and the compiler
-//! checks every use. Here, beside the hazards, so the scenarios (which run
-//! them, `crate::race::scenario`) and the reports both read it from below.
+//! checks every use. Here, beside the hazards, so the race layer's
+//! scenarios (which run them) and the reports both read it from below.
 
 use clap::ValueEnum;
 use clap::builder::PossibleValue;

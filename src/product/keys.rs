@@ -270,8 +270,9 @@ pub struct RedisCell {
     pub place: Place,
     /// Whether the selling script checks and counts the per-buyer limit.
     /// False where the buyer's unit was claimed beforehand at the
-    /// product's home (`crate::limit::claim_at_home`): a segment away
-    /// from home cannot count the buyer in the same atomic step.
+    /// product's home (the per-buyer limit's claim at home, for
+    /// `segmented`): a segment away from home cannot count the buyer in
+    /// the same atomic step.
     pub counts_buyer: bool,
 }
 

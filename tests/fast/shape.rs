@@ -1,8 +1,10 @@
-//! The crate's shape, held by a test so it cannot drift back: no two files
-//! of `src/` that reach each other (through `use` or a path, as
-//! `crate::…` or `super::…`; a module and its own parent do not count —
-//! a child naturally uses what its parent declares), and no function
-//! longer than 80 lines.
+//! The crate's shape, held by a test so it cannot drift back: the
+//! crate's top-level modules point one way (no circle of `crate::…`
+//! references, doc comments' included: a doc that names a module above
+//! it leans on it too); no two files of `src/` that reach each other
+//! (through `use` or a path, as `crate::…` or `super::…`; a module and
+//! its own parent do not count — a child naturally uses what its parent
+//! declares); and no function longer than 80 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -134,6 +136,80 @@ fn reached(code: &str, me: &[String]) -> Vec<Vec<String>> {
         }
     }
     paths
+}
+
+/// The top-level modules `text` names as `crate::<module>`, also inside
+/// `use crate::{a::…, b::…}`.
+fn top_modules_named(text: &str) -> BTreeSet<String> {
+    let name = |item: &str| -> String {
+        item.trim()
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect()
+    };
+    let mut named = BTreeSet::new();
+    for (at, _) in text.match_indices("crate::") {
+        let rest = &text[at + "crate::".len()..];
+        let Some(group) = rest.strip_prefix('{') else {
+            named.insert(name(rest));
+            continue;
+        };
+        // Each item of the group at its top level (`a::{x, y}, b`).
+        let mut depth = 0;
+        let mut item_starts = true;
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => item_starts = true,
+                _ if item_starts && !c.is_whitespace() => {
+                    named.insert(name(&group[i..]));
+                    item_starts = false;
+                }
+                _ => {}
+            }
+        }
+    }
+    named.remove("");
+    named
+}
+
+#[test]
+fn the_top_level_modules_point_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(&src, file);
+        let Some(top) = module.first() else {
+            continue; // lib.rs
+        };
+        if file.ends_with("main.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("readable");
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let named = top_modules_named(text).into_iter().filter(|n| n != top);
+        edges.entry(top.clone()).or_default().extend(named);
+    }
+    // A circle exists if some module reaches itself.
+    let reaches = |from: &String| {
+        let mut seen = BTreeSet::new();
+        let mut todo: Vec<&String> = edges.get(from).into_iter().flatten().collect();
+        while let Some(next) = todo.pop() {
+            if seen.insert(next.clone()) {
+                todo.extend(edges.get(next).into_iter().flatten());
+            }
+        }
+        seen.contains(from)
+    };
+    let circled: Vec<&String> = edges.keys().filter(|m| reaches(m)).collect();
+    assert!(
+        circled.is_empty(),
+        "modules in a circle of crate:: references: {circled:?}"
+    );
 }
 
 #[test]
