@@ -67,7 +67,7 @@ impl BuyCtx<'_> {
     }
 }
 
-/// What a selling script (or a PostgreSQL write) did.
+/// What a selling script (or a database write) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {
     /// Stock written and order recorded, atomically.
@@ -188,8 +188,11 @@ pub trait Store: Send + Sync {
     ) -> StoreFuture<'a, i64>;
 
     /// What this store keeps for the product besides the product's own
-    /// rows (counters, wave markers, fences): a reset clears it.
-    fn footprint(&self, product: &Product) -> Footprint;
+    /// rows (counters, wave markers, fences): a reset clears it. Nothing
+    /// for a stock in a database row, whose reset rewrites the row.
+    fn footprint(&self, _product: &Product) -> Footprint {
+        Footprint::default()
+    }
 
     /// This store's part of a reset, run before PostgreSQL's reset
     /// transaction commits (so if it fails, the whole reset fails):

@@ -128,12 +128,6 @@ pub struct Info {
 }
 
 impl Info {
-    /// Whether the strategy's own store (without a `store` setting) is
-    /// `kind`: what a scenario faulting that store races.
-    pub fn sells_from(&self, kind: StoreKind) -> bool {
-        self.store == kind
-    }
-
     /// The expected outcome under `hazard`, if the strategy is raced there.
     pub fn expect(&self, hazard: Hazard) -> Option<Expect> {
         self.under

@@ -235,20 +235,6 @@ pub fn orders(id: i64) -> String {
     Place::home(id).orders()
 }
 
-/// Every stream that may hold orders of product `id` sold with
-/// `segments` segments: its home's and, for `segmented`, its segments'
-/// places' (each once).
-pub fn order_streams(id: i64, segments: u32) -> Vec<String> {
-    let mut streams = vec![orders(id)];
-    for k in 0..segments {
-        let stream = Place::segment(id, k, segments).orders();
-        if !streams.contains(&stream) {
-            streams.push(stream);
-        }
-    }
-    streams
-}
-
 /// The order stream of `shard`.
 pub fn orders_of_shard(shard: i64) -> String {
     format!("seckill:{{{}}}:orders", SHARD_TAGS[shard as usize].0)

@@ -111,16 +111,13 @@ pub async fn buy(
         order_id: Uuid::now_v7(),
         product_id: id,
         epoch: product.epoch,
-        user_id: purchase.buyer.clone(),
+        user_id: purchase.buyer,
         strategy: product.strategy.clone(),
         served_by: shop.instance.clone(),
     };
     let claim = match &purchase.key {
         None => None,
-        Some(key) => match shop
-            .claim(&listed, &lane, &purchase.buyer, key, &order)
-            .await?
-        {
+        Some(key) => match shop.claim(&listed, &lane, key, &order).await? {
             Claimed::Owner(claim) => Some(claim),
             Claimed::Replay(sold) => return Ok(Bought::Replayed(sold)),
             Claimed::InProgress => {
@@ -131,7 +128,7 @@ pub async fn buy(
             }
         },
     };
-    shop.sell(listed, lane, order, claim, &purchase, started)
+    shop.sell(listed, lane, order, claim, &purchase.request_id, started)
         .await
         .map(Bought::New)
 }
@@ -188,12 +185,11 @@ impl Shop {
         Ok(listed)
     }
 
-    /// Claims `buyer`'s Idempotency-Key `key` for `order`.
+    /// Claims `key`, the order's buyer's Idempotency-Key, for `order`.
     async fn claim(
         &self,
         listed: &Listed,
         lane: &LaneConn,
-        buyer: &str,
         key: &str,
         order: &Order,
     ) -> Result<Claimed, BackendError> {
@@ -201,7 +197,7 @@ impl Shop {
             backends: &self.backends,
             store: listed.store.as_ref(),
             product: &listed.product,
-            buyer,
+            buyer: &order.user_id,
             key,
         };
         let mut redis = lane.conn.clone();
@@ -220,14 +216,14 @@ impl Shop {
         lane: LaneConn,
         order: Order,
         claim: Option<Claim>,
-        purchase: &Purchase,
+        request_id: &str,
         started: Instant,
     ) -> Result<Sold, Refusal> {
         let span = tracing::debug_span!(
             "buy",
-            request_id = %purchase.request_id,
+            request_id = %request_id,
             instance = %self.instance,
-            product = purchase.product,
+            product = order.product_id,
             strategy = %listed.product.strategy,
         );
         let sale = settle::sell(self.clone(), listed, lane, order, claim, started);

@@ -182,10 +182,6 @@ impl Store for MysqlStore {
         Box::pin(async move { stock(backends.mysql()?, product.id).await })
     }
 
-    fn footprint(&self, _product: &Product) -> Footprint {
-        Footprint::default()
-    }
-
     /// The row written with the new epoch and wave 1's stock, the
     /// product's old orders, buyer counts and lock rows gone, in one
     /// MySQL transaction.
@@ -310,7 +306,7 @@ async fn try_write(
 }
 
 /// The stock of product `id` in MySQL's row (0 without one).
-pub async fn stock(mysql: &MySqlPool, id: i64) -> Result<i64, BackendError> {
+async fn stock(mysql: &MySqlPool, id: i64) -> Result<i64, BackendError> {
     Ok(
         sqlx::query_scalar("SELECT stock FROM products WHERE id = ?")
             .bind(id)

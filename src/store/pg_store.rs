@@ -149,10 +149,6 @@ impl Store for PgStore {
         })
     }
 
-    fn footprint(&self, _product: &Product) -> Footprint {
-        Footprint::default()
-    }
-
     /// The row's stock is written by the reset's own upsert; here only
     /// what the product left in MySQL goes.
     fn lay_out<'a>(

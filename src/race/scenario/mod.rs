@@ -131,7 +131,7 @@ impl Ctx {
         self.catalogue
             .all()
             .map(|s| s.info())
-            .filter(|info| info.safe && info.sells_from(StoreKind::Redis))
+            .filter(|info| info.safe && info.store == StoreKind::Redis)
             .map(|info| info.id)
             .collect()
     }

@@ -51,9 +51,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         .catalogue
         .all()
         .map(|s| s.info())
-        .filter(|info| {
-            info.safe && (info.sells_from(StoreKind::Postgres) || info.id == "redis-lua")
-        })
+        .filter(|info| info.safe && (info.store == StoreKind::Postgres || info.id == "redis-lua"))
         .map(|info| info.id)
         .collect();
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
