@@ -28,6 +28,9 @@ have etcd || need+=(etcd-server)
 # protoc and its well-known types: etcd-client's build script compiles
 # etcd's gRPC definitions.
 have protoc || need+=(protobuf-compiler)
+# fusermount3: the power-cut filesystem (src/lab/powercut/) mounts by
+# itself as root and through fusermount3 otherwise.
+have fusermount3 || need+=(fuse3)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || need+=(libprotobuf-dev)
 if ! have jmeter; then
   need+=(jmeter jmeter-http)

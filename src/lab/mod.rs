@@ -14,6 +14,7 @@ mod mysql;
 pub mod nginx;
 mod observe;
 mod postgres;
+pub mod powercut;
 pub mod process;
 pub mod proxy;
 pub mod redis;
