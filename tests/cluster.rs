@@ -8,7 +8,7 @@ use seckill_harness as harness;
 
 use redis::Value;
 use seckill::lab::cluster::{Cluster, SLOTS, peers};
-use seckill::lab::durability::{AofFsync, Durability};
+use seckill::lab::durability::Durability;
 use seckill::product::keys::{self, Place};
 
 /// The slot of `key`, as the cluster computes it.
@@ -57,7 +57,7 @@ async fn slot_ranges(conn: &mut redis::aio::MultiplexedConnection) -> Vec<(u32, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lab_builds_a_cluster_that_routes_each_slot_to_one_master() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let cluster = Cluster::start(dir.path(), 3, true, Durability::Durable, AofFsync::Everysec)
+    let cluster = Cluster::start(dir.path(), 3, true, Durability::Durable)
         .await
         .expect("the cluster forms");
 

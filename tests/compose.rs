@@ -297,15 +297,15 @@ fn redis_command(compose: &Value, name: &str) -> Vec<String> {
         .unwrap_or_else(|| panic!("{name} has a command list"))
         .iter()
         .filter_map(|v| v.as_str())
-        .map(|a| a.replace("${SECKILL_REDIS_FSYNC:-everysec}", "everysec"))
+        .map(|a| a.replace("${SECKILL_REDIS_FSYNC:-always}", "always"))
         .collect()
 }
 
 #[test]
 fn compose_redis_persists_as_the_lab_does() {
-    use seckill::lab::durability::{AofFsync, Durability, redis_args};
+    use seckill::lab::durability::{Durability, redis_args};
     let compose = compose();
-    let expected = redis_args(Durability::default(), AofFsync::default());
+    let expected = redis_args(Durability::default());
     for name in ["redis", "redis-2", "redis-3"] {
         let command = redis_command(&compose, name);
         assert_eq!(command[0], "redis-server", "{name}");

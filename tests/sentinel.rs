@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 use redis::AsyncCommands;
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use seckill::backends::master::MainRedis;
-use seckill::lab::durability::{AofFsync, Durability};
+use seckill::lab::durability::Durability;
 use seckill::lab::sentinel::{self, MASTER_NAME, Topology};
 
 /// Polls `check` every 50 ms until it holds, failing after `timeout`.
@@ -35,7 +35,7 @@ where
 async fn a_failover_loses_a_write_the_old_master_acknowledged() {
     let dir = tempfile::tempdir().expect("temp dir");
     let started = Instant::now();
-    let topology = Topology::start(dir.path(), Durability::Durable, AofFsync::Everysec)
+    let topology = Topology::start(dir.path(), Durability::Durable)
         .await
         .expect("topology starts");
     eprintln!("topology ready in {:?}", started.elapsed());
@@ -165,7 +165,7 @@ async fn a_failover_loses_a_write_the_old_master_acknowledged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pool_drops_its_connection_to_a_demoted_master() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let topology = Topology::start(dir.path(), Durability::Fast, AofFsync::Everysec)
+    let topology = Topology::start(dir.path(), Durability::Fast)
         .await
         .expect("topology starts");
     let main = MainRedis::sentinel(&topology.sentinel_urls(), MASTER_NAME).expect("sentinels");

@@ -10,10 +10,10 @@ use super::Backends;
 /// The persistence settings that decide what a crash loses.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct Persistence {
-    /// `durable` when PostgreSQL fsyncs every commit, Redis keeps an
-    /// append-only file and MySQL (if any) flushes its redo log at every
-    /// commit; `fast` when none does; `mixed` otherwise;
-    /// `unknown` when a server did not answer.
+    /// The lab's mode these settings are (`durable`: every server
+    /// fsyncs before it acknowledges; `relaxed`: about once a second
+    /// after; `fast`: never), `mixed` when the servers differ, `unknown`
+    /// when one did not answer.
     pub mode: &'static str,
     /// PostgreSQL's `fsync` and `synchronous_commit`.
     pub postgres: Option<PgPersistence>,
@@ -62,19 +62,13 @@ pub async fn read(backends: &Backends) -> Persistence {
     };
     let mode = match (&postgres, &redis, &mysql) {
         (Some(pg), Some(redis), None | Some(Some(_))) => {
-            let mut durable = vec![
-                pg.fsync == "on" && pg.synchronous_commit != "off",
-                redis.appendonly == "yes",
-            ];
+            let mut modes = vec![pg.mode(), redis.mode()];
             if let Some(Some(mysql)) = &mysql {
-                durable.push(mysql.innodb_flush_log_at_trx_commit == 1);
+                modes.push(mysql.mode());
             }
-            if durable.iter().all(|d| *d) {
-                "durable"
-            } else if durable.iter().all(|d| !*d) {
-                "fast"
-            } else {
-                "mixed"
+            match modes.windows(2).all(|pair| pair[0] == pair[1]) {
+                true => modes[0],
+                false => "mixed",
             }
         }
         _ => "unknown",
@@ -84,6 +78,42 @@ pub async fn read(backends: &Backends) -> Persistence {
         postgres,
         redis,
         mysql: mysql.flatten(),
+    }
+}
+
+impl PgPersistence {
+    /// Which of the lab's modes (`durable`, `relaxed`, `fast`) these
+    /// settings are, or `mixed`.
+    fn mode(&self) -> &'static str {
+        match (self.fsync.as_str(), self.synchronous_commit.as_str()) {
+            ("on", "off") => "relaxed",
+            ("on", _) => "durable",
+            ("off", "off") => "fast",
+            _ => "mixed",
+        }
+    }
+}
+
+impl RedisPersistence {
+    /// As [`PgPersistence::mode`].
+    fn mode(&self) -> &'static str {
+        match (self.appendonly.as_str(), self.appendfsync.as_str()) {
+            ("yes", "always") => "durable",
+            ("yes", "everysec") => "relaxed",
+            ("no", _) if self.save.is_empty() => "fast",
+            _ => "mixed",
+        }
+    }
+}
+
+impl MysqlPersistence {
+    /// As [`PgPersistence::mode`].
+    fn mode(&self) -> &'static str {
+        match self.innodb_flush_log_at_trx_commit {
+            1 => "durable",
+            2 => "relaxed",
+            _ => "fast",
+        }
     }
 }
 

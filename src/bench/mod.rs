@@ -25,7 +25,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::lab::durability::{AofFsync, Durability};
+use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
 use crate::product::{MAX_STOCK, Settings};
 use crate::race::client::Target;
@@ -49,9 +49,6 @@ pub struct BenchArgs {
     /// The lab's persistence (`durable` or `fast`).
     #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
     pub durability: Durability,
-    /// Redis's AOF fsync policy in the durable lab.
-    #[arg(long, env = "SECKILL_LAB_REDIS_FSYNC", value_enum, default_value_t)]
-    pub redis_fsync: AofFsync,
     /// Seconds each figure is measured for.
     #[arg(long, default_value_t = 10)]
     pub duration_secs: u64,
@@ -115,7 +112,6 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     eprintln!("starting a lab with {} instances…", args.instances);
     let lab = Lab::start(&LabArgs {
         durability: args.durability,
-        redis_fsync: args.redis_fsync,
         ..LabArgs::with_instances(args.instances)
     })
     .await?;
@@ -123,9 +119,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     lab.stop().await;
     let rows = result?;
     println!(
-        "persistence: {} (redis appendfsync {}); {} s per figure after {} s of warm-up, {} in flight",
+        "persistence: {}; {} s per figure after {} s of warm-up, {} in flight",
         args.durability.as_str(),
-        args.redis_fsync.as_str(),
         args.duration_secs,
         args.warmup_secs,
         args.concurrency

@@ -30,6 +30,8 @@ pub enum Scenario {
     RepeatableRead,
     /// `redis-crash`.
     RedisCrash,
+    /// `slow-disk`.
+    SlowDisk,
     /// `pg-restart`.
     PgRestart,
     /// `instance-kill`.
@@ -46,7 +48,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `--scenario all` runs them.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::Contention,
         Self::TwoInstancesLocalLock,
         Self::LeaseExpiry,
@@ -57,6 +59,7 @@ impl Scenario {
         Self::RateLimit,
         Self::RepeatableRead,
         Self::RedisCrash,
+        Self::SlowDisk,
         Self::PgRestart,
         Self::InstanceKill,
         Self::Partition,
@@ -78,6 +81,7 @@ impl Scenario {
             Self::RateLimit => "rate-limit",
             Self::RepeatableRead => "repeatable-read",
             Self::RedisCrash => "redis-crash",
+            Self::SlowDisk => "slow-disk",
             Self::PgRestart => "pg-restart",
             Self::InstanceKill => "instance-kill",
             Self::Partition => "partition",
@@ -118,7 +122,10 @@ impl Scenario {
                 "\"the buy method is one transaction, so it is safe\" holds on PostgreSQL and not on MySQL/InnoDB, at the same isolation level"
             }
             Self::RedisCrash => {
-                "after Redis crashes, the acknowledged sales are there and no unit is sold twice only if Redis persisted them"
+                "after Redis crashes, the acknowledged sales are there and no unit is sold twice only if Redis wrote them before answering"
+            }
+            Self::SlowDisk => {
+                "with AOF everysec, a SIGKILL of Redis while its disk is slow loses sales it had acknowledged; with AOF always it loses none"
             }
             Self::PgRestart => {
                 "when PostgreSQL goes away mid-sale no buyer is lied to, and the service comes back by itself"

@@ -16,7 +16,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
-use super::durability::{AofFsync, Durability};
+use super::durability::Durability;
 use super::find;
 use super::redis::{self as server, Node};
 
@@ -66,7 +66,6 @@ impl super::Lab {
             masters,
             replicas,
             self.info.durability,
-            self.info.redis_fsync,
         )
         .await?;
         let addrs = |nodes: &[Node]| nodes.iter().map(|n| n.addr.to_string()).collect();
@@ -103,7 +102,6 @@ impl Cluster {
         masters: usize,
         replicas: bool,
         mode: Durability,
-        fsync: AofFsync,
     ) -> anyhow::Result<Self> {
         anyhow::ensure!(
             masters >= 3,
@@ -128,14 +126,14 @@ impl Cluster {
             let name = format!("cluster-{i}");
             cluster
                 .masters
-                .push(server::node(dir, &name, mode, fsync, &extra).await?);
+                .push(server::node(dir, &name, mode, &extra).await?);
         }
         if replicas {
             for i in 1..=masters {
                 let name = format!("cluster-replica-{i}");
                 cluster
                     .replicas
-                    .push(server::node(dir, &name, mode, fsync, &extra).await?);
+                    .push(server::node(dir, &name, mode, &extra).await?);
             }
         }
         cluster.create().await?;

@@ -17,28 +17,33 @@ use tokio::process::Command;
 use super::find;
 use super::process::Managed;
 
-/// Starts etcd with its data under `dir`, clients on `port` and its peer
-/// listener on `peer_port` (loopback only).
-pub fn start(dir: &Path, port: u16, peer_port: u16) -> anyhow::Result<Managed> {
+/// Starts etcd with its log under `dir`, its data in `data` (where a
+/// restart finds it), clients on `port` and its peer listener on
+/// `peer_port` (loopback only).
+pub fn start(dir: &Path, data: &Path, port: u16, peer_port: u16) -> anyhow::Result<Managed> {
     let etcd = find::etcd()?;
     std::fs::create_dir_all(dir)?;
-    let data = dir.join("data");
+    std::fs::create_dir_all(data.parent().unwrap_or(data))?;
+    let data = data.to_owned();
     let client = format!("http://127.0.0.1:{port}");
     let peer = format!("http://127.0.0.1:{peer_port}");
-    let mut command = Command::new(&etcd);
-    command
-        .arg("--name=lab")
-        .arg(format!("--data-dir={}", data.display()))
-        .arg(format!("--listen-client-urls={client}"))
-        .arg(format!("--advertise-client-urls={client}"))
-        .arg(format!("--listen-peer-urls={peer}"))
-        .arg(format!("--initial-advertise-peer-urls={peer}"))
-        .arg(format!("--initial-cluster=lab={peer}"))
-        .arg("--heartbeat-interval=10")
-        .arg("--election-timeout=100")
-        .arg("--log-level=warn")
-        .arg("--logger=zap");
-    Managed::spawn("etcd", command, &dir.join("etcd.log"))
+    let recipe = move || {
+        let mut command = Command::new(&etcd);
+        command
+            .arg("--name=lab")
+            .arg(format!("--data-dir={}", data.display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=lab={peer}"))
+            .arg("--heartbeat-interval=10")
+            .arg("--election-timeout=100")
+            .arg("--log-level=warn")
+            .arg("--logger=zap");
+        command
+    };
+    Managed::restartable("etcd", Box::new(recipe), &dir.join("etcd.log"))
 }
 
 /// `/health` answers `"health":"true"`: a leader is elected and the

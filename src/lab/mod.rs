@@ -6,6 +6,7 @@
 //! `seckill lab --json` subprocess), so what is tested is what users run.
 
 pub mod cluster;
+mod disk;
 pub mod durability;
 mod etcd;
 mod find;
@@ -31,8 +32,9 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
-use durability::{AofFsync, Durability};
+use durability::Durability;
 use links::{Backend, LinkInfo, Links};
+use powercut::PowerCutFs;
 use process::Managed;
 use proxy::Mode;
 
@@ -57,15 +59,12 @@ pub struct LabArgs {
     /// `SECKILL_RATE_PER_SEC`… variables, which they inherit.
     #[command(flatten)]
     pub gateway: nginx::GatewayLimits,
-    /// How the servers keep their data: `durable` (fsync on, Redis AOF;
-    /// what compose runs) or `fast` (nothing reaches the disk; a crash
-    /// loses everything a server held).
+    /// How the servers keep their data: `durable` (every acknowledged
+    /// write fsynced first; what compose runs), `relaxed` (fsynced about
+    /// once a second) or `fast` (nothing reaches the disk); see
+    /// [`durability`].
     #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
     pub durability: Durability,
-    /// Redis's AOF fsync policy in the durable mode: `everysec` or
-    /// `always`.
-    #[arg(long, env = "SECKILL_LAB_REDIS_FSYNC", value_enum, default_value_t)]
-    pub redis_fsync: AofFsync,
     /// Put a fault proxy on every link between an instance and a backend
     /// (the `partition` scenario cuts one instance off from one backend
     /// through them); `--json` says where each is.
@@ -95,6 +94,16 @@ pub struct LabArgs {
     /// can fail over.
     #[arg(long, env = "SECKILL_LAB_CLUSTER_REPLICAS", requires = "redis_cluster")]
     pub cluster_replicas: bool,
+    /// Put every server's data directory on a power-cut filesystem
+    /// ([`powercut`]), so that [`Lab::power_cut`] can stage a crash of
+    /// the machine and [`Lab::slow_fsync`] a slow disk (needs /dev/fuse
+    /// and root).
+    #[arg(
+        long,
+        env = "SECKILL_LAB_POWER_CUT_FS",
+        conflicts_with_all = ["redis_sentinel", "redis_cluster"]
+    )]
+    pub power_cut_fs: bool,
     /// Also start Prometheus scraping every instance and nginx (through
     /// prometheus-nginx-exporter), and print its URL.
     #[arg(long, env = "SECKILL_LAB_OBSERVE")]
@@ -113,12 +122,12 @@ impl LabArgs {
             json: false,
             gateway: nginx::GatewayLimits::default(),
             durability: Durability::default(),
-            redis_fsync: AofFsync::default(),
             proxied: false,
             instance_env: Vec::new(),
             redis_sentinel: false,
             redis_cluster: None,
             cluster_replicas: false,
+            power_cut_fs: false,
             observe: false,
         }
     }
@@ -193,8 +202,10 @@ pub struct LabInfo {
     pub dir: PathBuf,
     /// How the servers keep their data.
     pub durability: Durability,
-    /// Redis's AOF fsync policy (in the durable mode).
-    pub redis_fsync: AofFsync,
+    /// Whether the servers' data is on a power-cut filesystem (under
+    /// `dir`/data either way).
+    #[serde(default)]
+    pub power_cut_fs: bool,
     /// The proxied links between instances and backends (`--proxied`
     /// only): each instance was given these proxies' addresses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -231,12 +242,15 @@ pub struct Lab {
     /// The proxies between instances and backends (`--proxied`); closed
     /// after every process has stopped.
     links: Links,
+    /// The power-cut filesystem under every server's data
+    /// (`--power-cut-fs`); unmounted after every process has stopped.
+    disk: Option<PowerCutFs>,
     /// Deleted on drop, after the processes are gone.
     _dir: tempfile::TempDir,
 }
 
 /// How long each server may take to become ready.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Lab {
     /// Starts the topology and waits until every part answers.
@@ -258,16 +272,25 @@ impl Lab {
         // Readable by the postgres user when the lab runs as root.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
         let admin_token = args.admin_token.clone().unwrap_or_else(random_token);
+        let data = dir.path().join("data");
+        let disk = match args.power_cut_fs {
+            true => Some(PowerCutFs::mount(&dir.path().join("disk"), &data)?),
+            false => {
+                std::fs::create_dir_all(&data)?;
+                None
+            }
+        };
         let mut lab = Self {
             info: LabInfo {
                 admin_token,
                 dir: dir.path().to_owned(),
                 durability: args.durability,
-                redis_fsync: args.redis_fsync,
+                power_cut_fs: args.power_cut_fs,
                 ..LabInfo::default()
             },
             processes: Vec::new(),
             links: Links::default(),
+            disk,
             _dir: dir,
         };
         lab.start_backends(args.redis_sentinel).await?;
@@ -284,6 +307,12 @@ impl Lab {
                 lab.start_observer().await?;
             }
         }
+        // What the bootstrap wrote (initdb, mariadb-install-db, the
+        // first snapshots) is on disk, as on a machine installed long
+        // before its power is cut.
+        if let Some(disk) = &lab.disk {
+            disk.sync_all()?;
+        }
         Ok(lab)
     }
 
@@ -294,7 +323,8 @@ impl Lab {
     /// readiness is waited for together.
     async fn start_backends(&mut self, sentinel: bool) -> anyhow::Result<()> {
         let root = self.info.dir.clone();
-        let (mode, fsync) = (self.info.durability, self.info.redis_fsync);
+        let data = self.data_dir();
+        let mode = self.info.durability;
         let mut started: Vec<(Managed, Ready)> = Vec::new();
         let mut redis_urls = Vec::new();
         for name in ["redis", "redis-2", "redis-3"] {
@@ -303,27 +333,29 @@ impl Lab {
             }
             let port = free_port()?;
             let url = format!("redis://127.0.0.1:{port}");
-            let server = redis::start(&root.join(name), name, port, mode, fsync)?;
+            let server = redis::start(&data.join(name), name, port, mode)?;
             started.push((server, Ready::Redis(url.clone())));
             redis_urls.push(url);
         }
         let zk_port = free_port()?;
         self.info.zookeeper = format!("127.0.0.1:{zk_port}");
-        let server = zookeeper::start(&root.join("zookeeper"), zk_port)?;
+        let zk = (root.join("zookeeper"), data.join("zookeeper"));
+        let server = zookeeper::start(&zk.0, &zk.1, zk_port)?;
         started.push((server, Ready::Zookeeper(zk_port)));
         let (etcd_port, peer_port) = (free_port()?, free_port()?);
         self.info.etcd = format!("127.0.0.1:{etcd_port}");
-        let server = etcd::start(&root.join("etcd"), etcd_port, peer_port)?;
+        let server = etcd::start(&root.join("etcd"), &data.join("etcd"), etcd_port, peer_port)?;
         started.push((server, Ready::Etcd(etcd_port)));
 
         let (mysql_port, pg_port) = (free_port()?, free_port()?);
         self.info.mysql_url = mysql::url(mysql_port);
         self.info.postgres_url = postgres::url(pg_port);
         let (mysql_dir, pg_dir) = (root.join("mysql"), root.join("postgres"));
+        let (mysql_data, pg_data) = (data.join("mysql"), data.join("postgres"));
         let databases = async {
             tokio::try_join!(
-                mysql::start(&mysql_dir, mysql_port, mode),
-                postgres::start(&pg_dir, pg_port, mode),
+                mysql::start(&mysql_dir, &mysql_data, mysql_port, mode),
+                postgres::start(&pg_dir, &pg_data, pg_port, mode),
             )
         };
         let topology = async {
@@ -526,6 +558,8 @@ impl Lab {
         match name {
             "postgres" => Ok(Ready::Postgres(self.info.postgres_url.clone())),
             "mysql" => Ok(Ready::Mysql(port_of(&self.info.mysql_url)?)),
+            "zookeeper" => Ok(Ready::Zookeeper(port_of(&self.info.zookeeper)?)),
+            "etcd" => Ok(Ready::Etcd(port_of(&self.info.etcd)?)),
             other => anyhow::bail!("{other} is not a backend the lab can restart"),
         }
     }
@@ -536,6 +570,12 @@ impl Lab {
     /// other link, the other instances' included, is left as it is.
     pub fn partition(&self, instance: &str, backend: Backend, mode: Mode) -> anyhow::Result<()> {
         self.links.set(instance, backend, mode)
+    }
+
+    /// Where every server keeps its data: `data` in the lab's
+    /// directory, on the power-cut filesystem when there is one.
+    fn data_dir(&self) -> PathBuf {
+        self.info.dir.join("data")
     }
 
     fn process(&self, name: &str) -> anyhow::Result<&Managed> {
@@ -663,11 +703,7 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
                 lab.info.links.len()
             );
         }
-        println!(
-            "  durability   {} (redis appendfsync {})",
-            lab.info.durability.as_str(),
-            lab.info.redis_fsync.as_str()
-        );
+        println!("  durability   {}", lab.info.durability.as_str());
         if let Some(url) = &lab.info.prometheus_url {
             println!("  prometheus   {url}");
         }

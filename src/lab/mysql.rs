@@ -17,10 +17,16 @@ use super::process::Managed;
 /// [`ready`]'s statement, which names it literally).
 pub const DATABASE: &str = "seckill";
 
-/// Initialises a data directory under `dir` and starts the server on
-/// `port`, durable or not as `mode` says.
-pub async fn start(dir: &Path, port: u16, mode: Durability) -> anyhow::Result<Managed> {
-    let data = dir.join("data");
+/// Initialises a data directory in `data` (its socket, pid file and
+/// temporary files under `dir`) and starts the server on `port`, durable
+/// or not as `mode` says.
+pub async fn start(
+    dir: &Path,
+    data: &Path,
+    port: u16,
+    mode: Durability,
+) -> anyhow::Result<Managed> {
+    let data = data.to_owned();
     // Its own temporary directory: two labs bootstrapping at once in the
     // shared /tmp collide on InnoDB's temporary tables (seen: one
     // mariadb-install-db in three failed, "Unknown table

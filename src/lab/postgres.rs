@@ -18,15 +18,21 @@ use super::process::Managed;
 /// The database and user the instances connect as.
 pub const DATABASE: &str = "postgres";
 
-/// Initialises a cluster under `dir` and starts it on `port`, durable or
-/// not as `mode` says.
-pub async fn start(dir: &Path, port: u16, mode: Durability) -> anyhow::Result<Managed> {
-    let data = dir.join("data");
+/// Initialises a cluster in `data` (its socket and log under `dir`) and
+/// starts it on `port`, durable or not as `mode` says.
+pub async fn start(
+    dir: &Path,
+    data: &Path,
+    port: u16,
+    mode: Durability,
+) -> anyhow::Result<Managed> {
+    let data = data.to_owned();
     let sockets = dir.join("sockets");
     std::fs::create_dir_all(&sockets)?;
+    std::fs::create_dir_all(&data)?;
     let owner = run_as();
     if let Some(user) = &owner {
-        for path in [dir, sockets.as_path()] {
+        for path in [dir, sockets.as_path(), data.as_path()] {
             std::os::unix::fs::chown(path, Some(user.uid.as_raw()), Some(user.gid.as_raw()))?;
         }
     }

@@ -157,15 +157,35 @@ impl Managed {
             .child
             .id()
             .with_context(|| format!("{} has already exited", self.name))?;
-        let mut tree = vec![pid];
-        let mut next = 0;
-        while next < tree.len() {
-            tree.extend(children(tree[next]));
-            next += 1;
-        }
-        for pid in tree {
+        for pid in tree(pid) {
             // A child that exited meanwhile is no error.
             let _ = kill(Pid::from_raw(pid as i32), signal);
+        }
+        Ok(())
+    }
+
+    /// SIGKILL to the process and every process it started, at once, and
+    /// back only once all of them are gone (their files closed): what a
+    /// power cut does to a server, before its disk is cut.
+    pub async fn kill_tree(&mut self) -> anyhow::Result<()> {
+        let Some(pid) = self.child.id() else {
+            return Ok(());
+        };
+        let tree = tree(pid);
+        for pid in &tree {
+            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+        }
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .with_context(|| format!("{} outlived SIGKILL", self.name))??;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while tree.iter().any(|pid| alive(*pid)) {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "a process of {} outlived SIGKILL",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         Ok(())
     }
@@ -187,6 +207,27 @@ impl Managed {
 }
 
 /// The processes whose parent is `pid`, from /proc.
+/// `pid` and every process below it.
+fn tree(pid: u32) -> Vec<u32> {
+    let mut tree = vec![pid];
+    let mut next = 0;
+    while next < tree.len() {
+        tree.extend(children(tree[next]));
+        next += 1;
+    }
+    tree
+}
+
+/// `pid` still runs (an exited process awaiting its parent, a zombie,
+/// has closed its files already).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
 fn children(pid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();

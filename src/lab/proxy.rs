@@ -269,7 +269,7 @@ mod tests {
     use redis::aio::MultiplexedConnection;
 
     use super::*;
-    use crate::lab::durability::{AofFsync, Durability};
+    use crate::lab::durability::Durability;
     use crate::lab::process::Managed;
     use crate::lab::{free_port, redis as server};
 
@@ -279,8 +279,8 @@ mod tests {
 
     async fn redis_server(dir: &std::path::Path) -> (Managed, SocketAddr) {
         let port = free_port().expect("a free port");
-        let process = server::start(dir, "redis", port, Durability::Fast, AofFsync::Everysec)
-            .expect("redis-server starts");
+        let process =
+            server::start(dir, "redis", port, Durability::Fast).expect("redis-server starts");
         let url = format!("redis://127.0.0.1:{port}");
         let started = Instant::now();
         while !server::ready(&url).await {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use super::durability::{AofFsync, Durability, redis_args};
+use super::durability::{Durability, redis_args};
 use super::process::Managed;
 use super::{find, free_port};
 
@@ -36,12 +36,11 @@ pub async fn node(
     dir: &Path,
     name: &str,
     mode: Durability,
-    fsync: AofFsync,
     extra: &[String],
 ) -> anyhow::Result<Node> {
     let port = free_port()?;
     let mut node = Node {
-        process: start_with(&dir.join(name), name, port, mode, fsync, extra)?,
+        process: start_with(&dir.join(name), name, port, mode, extra)?,
         addr: loopback(port),
     };
     let url = node.url();
@@ -59,14 +58,8 @@ pub fn loopback(port: u16) -> SocketAddr {
 
 /// Starts redis-server on `port` with its files under `dir` (where a
 /// restart finds its AOF again).
-pub fn start(
-    dir: &Path,
-    name: &str,
-    port: u16,
-    mode: Durability,
-    fsync: AofFsync,
-) -> anyhow::Result<Managed> {
-    start_with(dir, name, port, mode, fsync, &[])
+pub fn start(dir: &Path, name: &str, port: u16, mode: Durability) -> anyhow::Result<Managed> {
+    start_with(dir, name, port, mode, &[])
 }
 
 /// [`start`] with `extra` arguments (cluster mode, say).
@@ -75,7 +68,6 @@ fn start_with(
     name: &str,
     port: u16,
     mode: Durability,
-    fsync: AofFsync,
     extra: &[String],
 ) -> anyhow::Result<Managed> {
     std::fs::create_dir_all(dir)?;
@@ -89,7 +81,7 @@ fn start_with(
             .arg(port.to_string())
             .arg("--bind")
             .arg("127.0.0.1")
-            .args(redis_args(mode, fsync))
+            .args(redis_args(mode))
             .arg("--dir")
             .arg(&data)
             .arg("--maxclients")

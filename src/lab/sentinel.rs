@@ -19,7 +19,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
-use super::durability::{AofFsync, Durability};
+use super::durability::Durability;
 use super::process::Managed;
 use super::redis::{self as server, Node, READY_TIMEOUT, loopback};
 use super::{Lab, find, free_port};
@@ -72,10 +72,10 @@ impl Topology {
     /// diskless sync). The replica is told to follow with `REPLICAOF`
     /// once the master is configured, which lets both start as the lab's
     /// plain Redis does.
-    /// Both Redis servers persist as `mode` and `fsync` say, like the
+    /// Both Redis servers persist as `mode` says, like the
     /// lab's others.
-    pub async fn start(dir: &Path, mode: Durability, fsync: AofFsync) -> anyhow::Result<Self> {
-        let master = server::node(dir, "redis-master", mode, fsync, &[]).await?;
+    pub async fn start(dir: &Path, mode: Durability) -> anyhow::Result<Self> {
+        let master = server::node(dir, "redis-master", mode, &[]).await?;
         command::<()>(
             &master.url(),
             redis::cmd("CONFIG")
@@ -88,7 +88,7 @@ impl Topology {
         .await
         .context("configuring the master")?;
 
-        let mut replica = server::node(dir, "redis-replica", mode, fsync, &[]).await?;
+        let mut replica = server::node(dir, "redis-replica", mode, &[]).await?;
         command::<()>(
             &replica.url(),
             redis::cmd("REPLICAOF")
@@ -181,12 +181,7 @@ impl Lab {
             master,
             replica,
             sentinels,
-        } = Topology::start(
-            &self.info.dir.join("sentinel"),
-            self.info.durability,
-            self.info.redis_fsync,
-        )
-        .await?;
+        } = Topology::start(&self.info.dir.join("sentinel"), self.info.durability).await?;
         self.info.redlock_urls.push(master.url());
         self.info.sentinel = Some(SentinelInfo {
             master_name: MASTER_NAME.to_owned(),

@@ -16,15 +16,16 @@ const JARS: &[&str] = &[
     "/usr/share/java/slf4j-simple.jar",
 ];
 
-/// Writes `zoo.cfg` under `dir` and starts the server on `port`.
-pub fn start(dir: &Path, port: u16) -> anyhow::Result<Managed> {
+/// Writes `zoo.cfg` under `dir` and starts the server on `port`, its
+/// snapshots and transaction log in `data` (where a restart finds them).
+pub fn start(dir: &Path, data: &Path, port: u16) -> anyhow::Result<Managed> {
     anyhow::ensure!(
         Path::new(JARS[0]).exists(),
         "{} not found; install Debian's zookeeper package (scripts/deps.sh does)",
         JARS[0]
     );
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data)?;
+    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(data)?;
     // tickTime 200 ms: sessions may be 0.4 s to 4 s; instances ask for 2 s.
     let config = format!(
         "tickTime=200\n\
@@ -47,14 +48,18 @@ pub fn start(dir: &Path, port: u16) -> anyhow::Result<Managed> {
             .filter(|j| Path::new(j).exists())
             .map(|j| j.to_string()),
     );
-    let mut command = Command::new("java");
-    command
-        .arg("-Xmx256m")
-        .arg("-cp")
-        .arg(classpath.join(":"))
-        .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
-        .arg(dir.join("zoo.cfg"));
-    Managed::spawn("zookeeper", command, &dir.join("zookeeper.log"))
+    let (classpath, config) = (classpath.join(":"), dir.join("zoo.cfg"));
+    let recipe = move || {
+        let mut command = Command::new("java");
+        command
+            .arg("-Xmx256m")
+            .arg("-cp")
+            .arg(&classpath)
+            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+            .arg(&config);
+        command
+    };
+    Managed::restartable("zookeeper", Box::new(recipe), &dir.join("zookeeper.log"))
 }
 
 /// `ruok` answered with `imok`.

@@ -15,7 +15,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 
 use crate::info::Scenario;
-use crate::lab::durability::{AofFsync, Durability};
+use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
 use crate::product::{Recipe, Settings, StoreKind, now_ms};
 use client::Target;
@@ -35,9 +35,6 @@ pub struct RaceArgs {
     /// (fsync on, Redis AOF) or `fast` (nothing on disk).
     #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
     pub durability: Durability,
-    /// Redis's AOF fsync policy in that lab: `everysec` or `always`.
-    #[arg(long, env = "SECKILL_LAB_REDIS_FSYNC", value_enum, default_value_t)]
-    pub redis_fsync: AofFsync,
     /// Instances in the lab started when there is no --url.
     #[arg(long, env = "SECKILL_RACE_INSTANCES", default_value_t = 2)]
     pub instances: usize,
@@ -146,7 +143,6 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
             let lab_args = LabArgs {
                 admin_token: args.admin_token.clone(),
                 durability: args.durability,
-                redis_fsync: args.redis_fsync,
                 redis_cluster: args.redis_cluster,
                 ..LabArgs::with_instances(args.instances)
             };

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::http::{Method, StatusCode};
 use redis::aio::MultiplexedConnection;
-use seckill::lab::durability::{AofFsync, Durability};
+use seckill::lab::durability::Durability;
 use seckill::lab::redis::{Node, node};
 use serde_json::json;
 
@@ -35,7 +35,7 @@ impl Own {
     async fn start(id: i64, mode: Durability, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let extra: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
-        let node = node(dir.path(), "own", mode, AofFsync::Everysec, &extra)
+        let node = node(dir.path(), "own", mode, &extra)
             .await
             .expect("redis-server");
         let app = app_on(&node.url(), &[]).await;

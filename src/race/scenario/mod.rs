@@ -24,6 +24,7 @@ mod redis_failover;
 mod redlock_minority;
 mod repeatable_read;
 mod segment_scaling;
+mod slow_disk;
 
 pub use cluster_spread::{HOT_MIN, MasterLoad, SPREAD_MAX};
 pub use partition::{LOCK_AND_STORE, LOCK_ONLY};
@@ -289,6 +290,7 @@ async fn stage(scenario: Scenario, ctx: &mut Ctx) -> anyhow::Result<Vec<Scenario
         Scenario::RateLimit => rate_limit::run(ctx).await,
         Scenario::RepeatableRead => repeatable_read::run(ctx).await,
         Scenario::RedisCrash => redis_crash::run(ctx).await,
+        Scenario::SlowDisk => slow_disk::run(ctx).await,
         Scenario::PgRestart => pg_restart::run(ctx).await,
         Scenario::InstanceKill => instance_kill::run(ctx).await,
         Scenario::Partition => partition::run(ctx).await,
