@@ -43,9 +43,11 @@ async fn main() -> ExitCode {
 /// Logs go to stderr; `RUST_LOG` filters (default: info for `serve`, warn
 /// for the tools, whose output is their table).
 fn init_tracing(format: LogFormat, command: &Command) {
+    // A FUSE reply to a process a power cut has killed has nowhere to go;
+    // fuser logs that as an error, which in the lab it is not.
     let default = match command {
         Command::Serve(_) => "info",
-        _ => "warn",
+        _ => "warn,fuser::reply=off",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()

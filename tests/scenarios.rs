@@ -317,6 +317,35 @@ fn a_slow_disk_makes_everysec_lose_acknowledged_sales_and_always_none() {
 }
 
 #[test]
+fn a_power_cut_loses_no_acknowledged_sale_under_the_durable_default() {
+    let rows = scenario("power-cut");
+    let stores = ["redis", "postgres", "mysql"];
+    for r in &rows {
+        let (mode, store) = r.variant.split_once('@').expect("mode@store");
+        assert!(stores.contains(&store), "{r:?}");
+        let cut = r.cut.as_ref().expect("the cut's outcome");
+        assert_eq!(cut.recoveries.len(), 7, "every server restarted: {r:?}");
+        let lost = violation(r, "ok_without_order");
+        match mode {
+            "durable" => {
+                assert_eq!(lost, 0, "{r:?}");
+                assert_eq!(violation(r, "duplicate_unit"), 0, "{r:?}");
+                assert_eq!((r.row.sold, r.row.oversold), (r.row.initial, 0), "{r:?}");
+                assert!(cut.recoveries.iter().all(|s| s.came_back), "{r:?}");
+                assert!(cut.resumed_ms.is_some(), "sold again after the cut: {r:?}");
+            }
+            "relaxed" => assert!(cut.recoveries.iter().all(|s| s.came_back), "{r:?}"),
+            "fast" => {}
+            other => panic!("unexpected mode {other}: {r:?}"),
+        }
+    }
+    // Every safe strategy, on every store it takes, in each of the modes.
+    let durable = rows.iter().filter(|r| r.variant.starts_with("durable@"));
+    assert!(durable.count() >= 25, "{rows:?}");
+    assert_eq!(rows.len() % 3, 0, "{rows:?}");
+}
+
+#[test]
 fn a_postgres_restart_is_reported_honestly_and_recovered_from() {
     let rows = scenario("pg-restart");
     for r in &rows {

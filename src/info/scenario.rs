@@ -32,6 +32,8 @@ pub enum Scenario {
     RedisCrash,
     /// `slow-disk`.
     SlowDisk,
+    /// `power-cut`.
+    PowerCut,
     /// `pg-restart`.
     PgRestart,
     /// `instance-kill`.
@@ -48,7 +50,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `--scenario all` runs them.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::Contention,
         Self::TwoInstancesLocalLock,
         Self::LeaseExpiry,
@@ -60,6 +62,7 @@ impl Scenario {
         Self::RepeatableRead,
         Self::RedisCrash,
         Self::SlowDisk,
+        Self::PowerCut,
         Self::PgRestart,
         Self::InstanceKill,
         Self::Partition,
@@ -82,6 +85,7 @@ impl Scenario {
             Self::RepeatableRead => "repeatable-read",
             Self::RedisCrash => "redis-crash",
             Self::SlowDisk => "slow-disk",
+            Self::PowerCut => "power-cut",
             Self::PgRestart => "pg-restart",
             Self::InstanceKill => "instance-kill",
             Self::Partition => "partition",
@@ -126,6 +130,9 @@ impl Scenario {
             }
             Self::SlowDisk => {
                 "with AOF everysec, a SIGKILL of Redis while its disk is slow loses sales it had acknowledged; with AOF always it loses none"
+            }
+            Self::PowerCut => {
+                "a power cut loses no acknowledged sale only where every server fsyncs before it answers"
             }
             Self::PgRestart => {
                 "when PostgreSQL goes away mid-sale no buyer is lied to, and the service comes back by itself"

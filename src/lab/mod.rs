@@ -6,7 +6,7 @@
 //! `seckill lab --json` subprocess), so what is tested is what users run.
 
 pub mod cluster;
-mod disk;
+pub mod disk;
 pub mod durability;
 mod etcd;
 mod find;

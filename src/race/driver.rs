@@ -401,6 +401,18 @@ pub async fn drained_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> 
 
 /// The row from the drained ledger and what the clients saw.
 fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
+    let mut row = answered(&ledger.strategy, attempts, elapsed);
+    row.initial = ledger.initial;
+    row.sold = ledger.sold;
+    row.oversold = ledger.oversold;
+    row.lost_updates = ledger.lost_updates;
+    row.remaining = ledger.remaining;
+    row.opening = (ledger.settings.opens_at_ms > 0).then(|| Opening::of(ledger, attempts));
+    row
+}
+
+/// The client's side of a row: what the buyers were told, and how fast.
+fn answered(strategy: &str, attempts: &[Attempt], elapsed: Duration) -> Row {
     let mut errors = BTreeMap::new();
     let mut client_ok = 0;
     let mut unknown = 0;
@@ -416,15 +428,14 @@ fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
     }
     let mut latencies: Vec<Duration> = attempts.iter().map(|a| a.took).collect();
     latencies.sort();
-    let opening = (ledger.settings.opens_at_ms > 0).then(|| Opening::of(ledger, attempts));
     Row {
-        strategy: ledger.strategy.clone(),
-        initial: ledger.initial,
-        sold: ledger.sold,
+        strategy: strategy.to_owned(),
+        initial: 0,
+        sold: 0,
         client_ok,
-        oversold: ledger.oversold,
-        lost_updates: ledger.lost_updates,
-        remaining: ledger.remaining,
+        oversold: 0,
+        lost_updates: 0,
+        remaining: 0,
         rps: round2(attempts.len() as f64 / elapsed.as_secs_f64().max(1e-9)),
         p50_ms: percentile_ms(&latencies, 0.50),
         p99_ms: percentile_ms(&latencies, 0.99),
@@ -433,8 +444,23 @@ fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
         history_ok: None,
         violations: BTreeMap::new(),
         unknown_sold: 0,
-        opening,
+        opening: None,
     }
+}
+
+/// The row of a product its stores no longer know (they came back from
+/// a crash without it): nothing of it is recorded any more, so every
+/// 200 a buyer saw is a sale lost (`ok_without_order`), and the product
+/// itself (`product_lost`).
+pub fn vanished_row(strategy: &str, initial: i64, attempts: &[Attempt], began: Instant) -> Row {
+    let mut row = answered(strategy, attempts, began.elapsed());
+    row.initial = initial;
+    row.history_ok = Some(false);
+    row.violations = BTreeMap::from([
+        ("ok_without_order".to_owned(), row.client_ok as u64),
+        ("product_lost".to_owned(), 1),
+    ]);
+    row
 }
 
 /// The rush at a sale's opening: how many were there before it, and how

@@ -14,7 +14,10 @@
 //! fsynced), which real filesystems often exceed.
 //!
 //! Mounting needs `/dev/fuse` and root; the mount goes when the handle
-//! drops.
+//! drops. (fuser's `auto_unmount`, through fusermount3, would also
+//! unmount after a killed process, but in this fuser the unmount then
+//! waits on fusermount3, which had exited, and the lab hung at its end:
+//! a lab killed by SIGKILL leaves its mount, which `umount -l` clears.)
 
 mod durable;
 mod fs;

@@ -216,5 +216,6 @@ fn judged(row: Row, how: How, variant: &str, on_victim: i64) -> ScenarioRow {
         variant: variant.to_owned(),
         row,
         masters: Vec::new(),
+        cut: None,
     }
 }

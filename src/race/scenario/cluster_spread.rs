@@ -142,6 +142,7 @@ fn judged(
         variant: variant.to_owned(),
         row,
         masters,
+        cut: None,
     }
 }
 

@@ -68,6 +68,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     variant: String::new(),
                     row,
                     masters: Vec::new(),
+                    cut: None,
                 })
             })
             .await?;

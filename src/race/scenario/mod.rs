@@ -18,6 +18,7 @@ mod lease_expiry;
 mod local_lock;
 mod partition;
 mod pg_restart;
+mod power_cut;
 mod rate_limit;
 mod redis_crash;
 mod redis_failover;
@@ -60,6 +61,10 @@ pub struct ScenarioRow {
     /// On a Redis Cluster: what each master served during the race.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub masters: Vec<MasterLoad>,
+    /// `power-cut`'s rows: how every server came back from the cut, and
+    /// how long after it this product sold again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<power_cut::CutOutcome>,
 }
 
 /// Whether `row` shows what `expect` predicts (and is honest: every 200 a
@@ -254,6 +259,7 @@ fn judge(row: Row, scenario: Scenario, variant: &str, expect: Expect) -> Scenari
         variant: variant.to_owned(),
         row,
         masters: Vec::new(),
+        cut: None,
     }
 }
 
@@ -291,6 +297,7 @@ async fn stage(scenario: Scenario, ctx: &mut Ctx) -> anyhow::Result<Vec<Scenario
         Scenario::RepeatableRead => repeatable_read::run(ctx).await,
         Scenario::RedisCrash => redis_crash::run(ctx).await,
         Scenario::SlowDisk => slow_disk::run(ctx).await,
+        Scenario::PowerCut => power_cut::run(ctx).await,
         Scenario::PgRestart => pg_restart::run(ctx).await,
         Scenario::InstanceKill => instance_kill::run(ctx).await,
         Scenario::Partition => partition::run(ctx).await,

@@ -91,6 +91,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     variant: variant.to_owned(),
                     row,
                     masters: Vec::new(),
+                    cut: None,
                 });
             }
         }

@@ -157,6 +157,7 @@ impl Crash {
             variant: variant.to_owned(),
             row: self.row,
             masters: Vec::new(),
+            cut: None,
         }
     }
 }
