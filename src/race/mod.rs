@@ -80,6 +80,8 @@ pub struct RaceArgs {
     /// Race each strategy this many times (every safe one, unless
     /// --strategies names others) and print one summary line per
     /// strategy: a safe strategy must hold in every race, not in one.
+    /// With --scenario: run the scenario this many times, every row of
+    /// every run judged.
     #[arg(long, env = "SECKILL_RACE_REPEAT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
     /// Open each product's sale this many ms after its reset
@@ -369,7 +371,8 @@ async fn run_scenario(name: ScenarioArg, args: &RaceArgs) -> anyhow::Result<bool
         history: args.history.clone(),
         redis_cluster: args.redis_cluster,
     };
-    let rows = scenario::run(&name.scenarios(), knobs).await?;
+    let runs: Vec<Scenario> = (0..args.repeat).flat_map(|_| name.scenarios()).collect();
+    let rows = scenario::run(&runs, knobs).await?;
     print!("{}", table::render_scenarios(&rows));
     save(args, &rows)?;
     let missed: Vec<String> = rows
