@@ -93,8 +93,8 @@ impl Inodes {
         ino
     }
 
-    /// The number readdir shows for a live inode (0 when the kernel has
-    /// not looked it up: the kernel then looks it up by name).
+    /// The number of a live inode the kernel holds, or 0 (readdir then
+    /// shows a placeholder; the kernel looks every entry up by name).
     pub fn known(&self, live: LiveKey) -> u64 {
         self.by_live.get(&live).copied().unwrap_or(0)
     }
@@ -114,7 +114,7 @@ impl Inodes {
         }
     }
 
-    /// `name` in `parent` was renamed to `new_name` in `new_parent`.
+    /// The live inode `live` was renamed to `new_name` in `new_parent`.
     pub fn renamed(&mut self, live: LiveKey, new_parent: u64, new_name: &OsStr) {
         if let Some(node) = self
             .by_live
