@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::redis_crash::ok_count;
 use super::{Ctx, ScenarioRow};
 use crate::info::Scenario;
 use crate::lab::disk::Recovery;
@@ -250,17 +251,22 @@ async fn settle(ctx: &Ctx, gateway: &Target, sale: &Sale, started: Instant) -> a
 }
 
 /// Probes `sale`'s product every 100 ms until it answers from its store
-/// (a sale, or sold out): how long after the cut that was.
+/// (a sale, or sold out): how long after the cut that was; none if it
+/// never did, or its stores no longer know it.
 async fn resume(gateway: &Target, sale: &mut Sale, cut_at: Instant) -> Option<u64> {
     let mut probe = 0;
     while cut_at.elapsed() < RESUME_WITHIN {
         let attempt = Attempt::make(gateway, sale.product, &format!("resume-{probe}")).await;
         probe += 1;
-        let answered =
-            attempt.answer.status == 200 || attempt.answer.code.as_deref() == Some("sold_out");
+        let code = attempt.answer.code.clone();
+        let answered = attempt.answer.status == 200 || code.as_deref() == Some("sold_out");
         sale.attempts.push(attempt);
         if answered {
             return Some(cut_at.elapsed().as_millis() as u64);
+        }
+        // Its stores came back without it: it will not sell again.
+        if code.as_deref() == Some("unknown_product") {
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -292,9 +298,4 @@ fn judge(loss: Loss, row: &Row, acknowledged: u64, all_back: bool) -> (&'static 
         ),
     };
     (expected, met && truthful_otherwise)
-}
-
-/// How many of `attempts` were told "sold".
-fn ok_count(attempts: &[Attempt]) -> u64 {
-    attempts.iter().filter(|a| a.answer.status == 200).count() as u64
 }

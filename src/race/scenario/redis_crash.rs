@@ -227,6 +227,6 @@ async fn wait_for_fsync(lab: &Lab) {
 }
 
 /// How many of `attempts` were told "sold".
-fn ok_count(attempts: &[Attempt]) -> u64 {
+pub(super) fn ok_count(attempts: &[Attempt]) -> u64 {
     attempts.iter().filter(|a| a.answer.status == 200).count() as u64
 }
