@@ -221,10 +221,7 @@ impl Filesystem for PassThrough {
             .0
             .child(parent, name)
             .and_then(|path| self.0.entry(parent, name, &path));
-        match found {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        reply_entry(reply, found)
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -302,10 +299,7 @@ impl Filesystem for PassThrough {
             own(&path, req)?;
             self.0.entry(parent, name, &path)
         });
-        match made {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        reply_entry(reply, made)
     }
 
     fn mkdir(
@@ -324,10 +318,7 @@ impl Filesystem for PassThrough {
             own(&path, req)?;
             self.0.entry(parent, name, &path)
         });
-        match made {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        reply_entry(reply, made)
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -363,10 +354,7 @@ impl Filesystem for PassThrough {
             own(&path, req)?;
             self.0.entry(parent, link_name, &path)
         });
-        match made {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        reply_entry(reply, made)
     }
 
     fn rename(
@@ -418,10 +406,7 @@ impl Filesystem for PassThrough {
             fs::hard_link(&from, &to)?;
             self.0.entry(newparent, newname, &to)
         })();
-        match made {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        reply_entry(reply, made)
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -846,6 +831,13 @@ impl PassThrough {
             shared.slow_in_flight.fetch_sub(1, Ordering::SeqCst);
             reply_empty(reply, done);
         });
+    }
+}
+
+fn reply_entry(reply: ReplyEntry, found: Result<FileAttr, Errno>) {
+    match found {
+        Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+        Err(e) => reply.error(e),
     }
 }
 
