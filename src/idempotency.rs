@@ -39,7 +39,9 @@ use crate::backends::conn::RedisConn;
 use crate::backends::error::BackendError;
 use crate::backends::lease::release_key;
 use crate::error::Invalid;
-use crate::product::{Product, keys, truncate};
+use crate::orders::Order;
+use crate::orders::state::Status;
+use crate::product::{Product, keys, life, truncate};
 use crate::sale::Store;
 
 /// The request header.
@@ -91,6 +93,43 @@ pub struct Sold {
     /// buyer's unit number, in effect (no two sales may share one). None
     /// with waves: the counter holds only the waves released so far.
     pub stock_left: Option<i64>,
+    /// `sold`, or `held` for a product with `pay_within_ms`: the unit is
+    /// the buyer's only once paid (`POST /orders/{id}/pay`) by `pay_by_ms`.
+    #[serde(default = "sold")]
+    pub status: Status,
+    /// With `held`: the first millisecond (since the Unix epoch) the hold
+    /// is overdue and its unit goes back on sale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pay_by_ms: Option<u64>,
+}
+
+/// An answer kept before holds existed was a sale.
+fn sold() -> Status {
+    Status::Sold
+}
+
+impl Sold {
+    /// The answer for `order` of `product`: a hold with its due time when
+    /// the product takes payment.
+    pub fn of(product: &Product, order: Order, stock_left: Option<i64>) -> Self {
+        let pay_by_ms = match product.settings.pay_within_ms {
+            0 => None,
+            within => life::pay_by_ms(order.order_id, within),
+        };
+        Self {
+            order_id: order.order_id,
+            product_id: order.product_id,
+            strategy: order.strategy,
+            served_by: order.served_by,
+            stock_left,
+            status: if pay_by_ms.is_some() {
+                Status::Held
+            } else {
+                Status::Sold
+            },
+            pay_by_ms,
+        }
+    }
 }
 
 /// The request's `Idempotency-Key`, if any: 1 to 128 visible ASCII
@@ -219,13 +258,7 @@ async fn settle(
         .find_order(keyed.backends, conn, keyed.product, order_id)
         .await?;
     if let Some(order) = found_order {
-        return Ok(Claimed::Replay(Sold {
-            order_id,
-            product_id: order.product_id,
-            strategy: order.strategy,
-            served_by: order.served_by,
-            stock_left: None,
-        }));
+        return Ok(Claimed::Replay(Sold::of(keyed.product, order, None)));
     }
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use crate::backends::Backends;
 use crate::backends::error::BackendError;
+use crate::orders::state::Tally;
 use crate::orders::writer::parse_entry;
 use crate::placement::Placed;
 use crate::product::{Product, Settings, StoreKind, keys};
@@ -38,11 +39,36 @@ pub struct Ledger {
     /// Of it, the units on sale so far: all of them, or, with waves, the
     /// waves released until now.
     pub on_sale: i64,
-    /// Orders recorded since the last reset, wherever they are.
+    /// Orders recorded since the last reset, wherever they are: every
+    /// 200 (with `pay_within_ms`, every hold, whatever became of it).
     pub sold: i64,
+    /// With `pay_within_ms`: orders holding their unit, waiting for
+    /// payment (0 otherwise).
+    #[serde(default)]
+    pub held: i64,
+    /// With `pay_within_ms`: orders paid (0 otherwise).
+    #[serde(default)]
+    pub paid: i64,
+    /// With `pay_within_ms`: holds cancelled or overdue, never paid.
+    #[serde(default)]
+    pub expired: i64,
+    /// With `pay_within_ms`: units put back on sale.
+    #[serde(default)]
+    pub returned: i64,
+    /// Units neither on sale, held nor paid: `max(0, (on_sale -
+    /// remaining) - held - paid)` with `pay_within_ms`, `missing_orders`
+    /// without. An expired hold whose unit a dead reaper never put back
+    /// shows here (reconciliation gives it back).
+    #[serde(default)]
+    pub stranded: i64,
+    /// Paid orders whose unit was put back all the same: the naive
+    /// give-back's oversell, order by order.
+    #[serde(default)]
+    pub paid_and_returned: i64,
     /// The strategy's own stock counter now.
     pub remaining: i64,
-    /// `max(0, sold - initial)`: units sold that did not exist.
+    /// `max(0, sold - initial)`: units sold that did not exist; with
+    /// `pay_within_ms`, `max(0, paid + held - initial)`.
     pub oversold: i64,
     /// Decrements that vanished: `max(0, sold - (initial - remaining))`.
     /// Two buyers writing the same `stock - 1` show up here.
@@ -98,16 +124,40 @@ pub async fn compute(
         let remaining = store.remaining(backends, product).await?;
         let sold = in_table + pending;
         let taken = on_sale - remaining;
+        let life = if product.settings.pay_within_ms > 0 {
+            // Orders still in a stream hold their unit.
+            let tally = store.book().tally(backends, product).await?;
+            Tally {
+                holding: tally.holding + pending,
+                ..tally
+            }
+        } else {
+            Tally::default()
+        };
+        // Units the orders took and kept: a returned order's went back.
+        let out = sold - life.returned;
+        let (held, paid) = (life.holding, life.paid);
+        let kept = if product.settings.pay_within_ms > 0 {
+            held + paid
+        } else {
+            sold
+        };
         ledgers.push(Ledger {
             id: product.id,
             strategy: product.strategy.clone(),
             initial: product.initial,
             on_sale,
             sold,
+            held,
+            paid,
+            expired: life.expired,
+            returned: life.returned,
+            stranded: (taken - kept).max(0),
+            paid_and_returned: life.paid_and_returned,
             remaining,
-            oversold: (sold - product.initial).max(0),
-            lost_updates: (sold - taken).max(0),
-            missing_orders: (taken - sold).max(0),
+            oversold: (kept - product.initial).max(0),
+            lost_updates: (out - taken).max(0),
+            missing_orders: (taken - out).max(0),
             pending,
             unknown: unknown.unwrap_or(0),
             epoch: product.epoch,

@@ -62,6 +62,7 @@ pub mod idempotency;
 pub mod info;
 pub mod lab;
 pub mod ledger;
+pub mod life;
 pub mod limit;
 pub mod live;
 pub mod lock;

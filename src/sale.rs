@@ -22,6 +22,7 @@ use crate::backends::conn::RedisConn;
 use crate::backends::error::BackendError;
 use crate::backends::{Backends, Footprint};
 use crate::orders::Order;
+use crate::orders::state::{Tally, Tracked};
 use crate::product::keys::RedisCell;
 use crate::product::{Product, StoreKind};
 
@@ -204,6 +205,98 @@ pub trait Store: Send + Sync {
         product: &'a Product,
         stale: &'a Footprint,
     ) -> StoreFuture<'a, ()>;
+
+    /// The database that keeps this store's orders and their states.
+    fn book(&self) -> &'static dyn Book;
+
+    /// Which counter `order`'s unit goes back to (0: the one counter or
+    /// the row): spread over the segments by order id, so a retry of the
+    /// same give-back finds the same counter (and its marker).
+    fn restock_cell(&self, _order: &Order) -> usize {
+        0
+    }
+
+    /// Puts `ctx.order`'s unit back on counter `cell` and takes it off the
+    /// buyer's count, in this reset only. With `once`, only if this
+    /// order's unit was not put back before — decided in the same atomic
+    /// step as the put-back (a marker beside a Redis counter; the order's
+    /// `expired → returned` in the row's transaction). False when nothing
+    /// was put back. A locked strategy calls it under its lock: the
+    /// critical section writes an absolute value it read, and would
+    /// overwrite a put-back that landed between its read and its write.
+    fn restock<'a>(&'a self, ctx: &'a BuyCtx<'a>, cell: usize, once: bool)
+    -> StoreFuture<'a, bool>;
+}
+
+/// Which holds a reaper asks a [`Book`] for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// Holds made before the cutoff id, still holding.
+    Overdue(Uuid),
+    /// Expired orders whose unit is not back yet.
+    Owed,
+}
+
+/// The orders' states, in the database that keeps the orders (PostgreSQL,
+/// or MySQL for a product stored there): every transition is one
+/// conditional `UPDATE`, so of two racing transitions exactly one wins.
+pub trait Book: Send + Sync {
+    /// The order `order_id` with its state, if this database has it.
+    fn find<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_id: Uuid,
+    ) -> StoreFuture<'a, Option<Tracked>>;
+
+    /// Records `order` if it is not there yet: an order still on its way
+    /// from a Redis stream, which a payment must not wait for.
+    fn adopt<'a>(&'a self, backends: &'a Backends, order: &'a Order) -> StoreFuture<'a, ()>;
+
+    /// held → paid at `now_ms`, if the order still holds its unit and, with
+    /// `payable_from`, was made at or after that id (not overdue). True if
+    /// this payment won.
+    fn pay<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_id: Uuid,
+        payable_from: Option<Uuid>,
+        now_ms: i64,
+    ) -> StoreFuture<'a, bool>;
+
+    /// held → expired. True if this expiry won.
+    fn expire<'a>(&'a self, backends: &'a Backends, order_id: Uuid) -> StoreFuture<'a, bool>;
+
+    /// Marks the order `returned`: from `expired` only, or, `blindly`, from
+    /// any state (the naive job's mark).
+    fn returned<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_id: Uuid,
+        blindly: bool,
+    ) -> StoreFuture<'a, ()>;
+
+    /// Up to `limit` of the product's orders that are `due`, oldest first.
+    fn due<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        due: Due,
+        limit: i64,
+    ) -> StoreFuture<'a, Vec<Order>>;
+
+    /// The delay queue's claim: up to `limit` holds made before `cutoff`,
+    /// locked with `SKIP LOCKED` (so reapers on several instances take
+    /// different ones) and moved held → expired in the same statement.
+    fn claim<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        cutoff: Uuid,
+        limit: i64,
+    ) -> StoreFuture<'a, Vec<Order>>;
+
+    /// The product's orders of this reset, by state.
+    fn tally<'a>(&'a self, backends: &'a Backends, product: &'a Product) -> StoreFuture<'a, Tally>;
 }
 
 /// One database's way of running each database strategy's statements on

@@ -18,6 +18,7 @@ use crate::backends::redlock::Master;
 use crate::backends::zookeeper::ZkSession;
 use crate::edge::EdgeArgs;
 use crate::http::{AppState, router};
+use crate::life;
 use crate::live;
 use crate::orders::writer;
 use crate::reservation::Reservations;
@@ -144,7 +145,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         stopping.clone(),
     ));
     let metrics = telemetry::install();
-    let upkeep = tokio::spawn(telemetry::upkeep(metrics.clone(), stopping));
+    let upkeep = tokio::spawn(telemetry::upkeep(metrics.clone(), stopping.clone()));
     let reservations = Reservations::new(args.reservation_key.as_deref(), &args.admin_token);
     let state = AppState::new(
         backends,
@@ -155,12 +156,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         memory,
         metrics,
     );
+    let reaper = tokio::spawn(life::reaper::run(state.shop().clone(), stopping));
     tracing::info!(%instance, listen = %listener.local_addr()?, "serving");
     serve(listener, state, shutdown_signal()).await?;
     tracing::info!("http stopped; draining the order writer");
     let _ = stop.send(true);
     writer.await.context("order writer panicked")?;
-    let _ = tokio::join!(listener_task, upkeep, live);
+    let _ = tokio::join!(listener_task, upkeep, live, reaper);
     tracing::info!("stopped");
     Ok(())
 }

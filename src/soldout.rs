@@ -144,6 +144,12 @@ async fn listen_once(client: &MainRedis, memory: &Memory) -> Result<(), BackendE
         let Some((id, token)) = payload.split_once(':') else {
             continue;
         };
+        if token == RESTOCKED {
+            if let Ok(id) = id.parse::<i64>() {
+                memory.sold_out.clear(id);
+            }
+            continue;
+        }
         if let Ok(id) = id.parse::<i64>() {
             memory.forget(id);
         }
@@ -156,6 +162,17 @@ async fn listen_once(client: &MainRedis, memory: &Memory) -> Result<(), BackendE
             .query_async::<()>(&mut acks)
             .await?;
     }
+    Ok(())
+}
+
+/// The token of a restock message: units went back on sale, so the
+/// product's sold-out flags go (nothing else is forgotten, nothing acked).
+const RESTOCKED: &str = "restocked";
+
+/// Tells every instance that units of `id` went back on sale (best
+/// effort: a lost message costs at most a flag's TTL).
+pub async fn broadcast_restock(conn: &mut RedisConn, id: i64) -> Result<(), BackendError> {
+    let _: usize = conn.publish(RESETS, format!("{id}:{RESTOCKED}")).await?;
     Ok(())
 }
 

@@ -24,6 +24,10 @@ pub enum ErrorCode {
     NotReserved,
     /// No such product.
     UnknownProduct,
+    /// No such order (or one voided by its product's reset).
+    UnknownOrder,
+    /// Another buyer's order.
+    NotYourOrder,
     /// No such route.
     NotFound,
     /// The route exists with another method.
@@ -34,6 +38,10 @@ pub enum ErrorCode {
     SoldOut,
     /// The buyer holds its per-user limit.
     LimitReached,
+    /// The hold expired or was cancelled: nothing was paid.
+    Expired,
+    /// The order is not a hold: sold outright, or already paid.
+    NotHeld,
     /// No reservation can be made.
     NotReservable,
     /// A token bucket is empty.
@@ -52,18 +60,22 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order the status table lists them.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 22] = [
         Self::BadRequest,
         Self::Unauthorized,
         Self::Forbidden,
         Self::NotStarted,
         Self::NotReserved,
         Self::UnknownProduct,
+        Self::UnknownOrder,
+        Self::NotYourOrder,
         Self::NotFound,
         Self::MethodNotAllowed,
         Self::Ended,
         Self::SoldOut,
         Self::LimitReached,
+        Self::Expired,
+        Self::NotHeld,
         Self::NotReservable,
         Self::RateLimited,
         Self::Busy,
@@ -82,6 +94,10 @@ impl ErrorCode {
             Self::NotStarted => "not_started",
             Self::NotReserved => "not_reserved",
             Self::UnknownProduct => "unknown_product",
+            Self::UnknownOrder => "unknown_order",
+            Self::NotYourOrder => "not_your_order",
+            Self::Expired => "expired",
+            Self::NotHeld => "not_held",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Ended => "ended",
@@ -102,11 +118,17 @@ impl ErrorCode {
         match self {
             Self::BadRequest => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden | Self::NotStarted | Self::NotReserved => StatusCode::FORBIDDEN,
-            Self::UnknownProduct | Self::NotFound => StatusCode::NOT_FOUND,
+            Self::Forbidden | Self::NotStarted | Self::NotReserved | Self::NotYourOrder => {
+                StatusCode::FORBIDDEN
+            }
+            Self::UnknownProduct | Self::UnknownOrder | Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Ended => StatusCode::GONE,
-            Self::SoldOut | Self::LimitReached | Self::NotReservable => StatusCode::CONFLICT,
+            Self::SoldOut
+            | Self::LimitReached
+            | Self::NotReservable
+            | Self::Expired
+            | Self::NotHeld => StatusCode::CONFLICT,
             Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Self::Busy | Self::Unavailable | Self::OutcomeUnknown | Self::NotReady => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -128,6 +150,14 @@ impl ErrorCode {
                 "a pre-booked product, and no reservation of this buyer's on this reset"
             }
             Self::UnknownProduct => "no product with that id was ever reset",
+            Self::UnknownOrder => {
+                "no order with that id (an order of a product reset since is void)"
+            }
+            Self::NotYourOrder => "the order is another buyer's: nothing changed",
+            Self::Expired => {
+                "the hold expired (or was cancelled) and its unit went back on sale: nothing was paid"
+            }
+            Self::NotHeld => "the order is not a hold: sold outright, or already paid",
             Self::NotFound => "no such route",
             Self::MethodNotAllowed => "the route takes another method",
             Self::Ended => "the sale window has closed",

@@ -67,6 +67,18 @@ pub enum ApiError {
     /// 404: no product with that id has been created.
     #[error("unknown product {0}")]
     UnknownProduct(i64),
+    /// 404: no such order.
+    #[error("unknown order")]
+    UnknownOrder,
+    /// 403: the order is another buyer's.
+    #[error("this order is another buyer's")]
+    NotYourOrder,
+    /// 409: the hold expired or was cancelled before this payment.
+    #[error("the hold expired: its unit went back on sale and nothing was paid")]
+    Expired,
+    /// 409: the order is not a hold.
+    #[error("the order is not a hold: it is {0}")]
+    NotHeld(&'static str),
     /// 404: no route.
     #[error("no such endpoint")]
     NotFound,
@@ -189,6 +201,10 @@ impl ApiError {
             Self::NotReserved => ErrorCode::NotReserved,
             Self::NotReservable(_) => ErrorCode::NotReservable,
             Self::UnknownProduct(_) => ErrorCode::UnknownProduct,
+            Self::UnknownOrder => ErrorCode::UnknownOrder,
+            Self::NotYourOrder => ErrorCode::NotYourOrder,
+            Self::Expired => ErrorCode::Expired,
+            Self::NotHeld(_) => ErrorCode::NotHeld,
             Self::NotFound => ErrorCode::NotFound,
             Self::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             Self::SoldOut | Self::SoldOutUntil { .. } => ErrorCode::SoldOut,

@@ -35,6 +35,7 @@ const ADMIN_TOKEN: &str = "admin_token";
     ),
     tags(
         (name = "sale", description = "Buying"),
+        (name = "orders", description = "An order after the sale: a hold paid, cancelled or expired (products with `pay_within_ms`)"),
         (name = "ledger", description = "Sold against stock, counted from durable orders"),
         (name = "admin", description = "Creating and resetting products (bearer token)"),
         (name = "meta", description = "Catalogue, health, metrics, configuration, this document"),
@@ -232,6 +233,9 @@ mod tests {
         let expected: BTreeSet<String> = [
             "POST /stock/{id}/buy",
             "POST /stock/{id}/reserve",
+            "GET /orders/{id}",
+            "POST /orders/{id}/pay",
+            "POST /orders/{id}/cancel",
             "GET /stock/{id}",
             "GET /report",
             "GET /live",

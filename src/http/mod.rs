@@ -6,6 +6,7 @@ mod buy;
 mod document;
 mod live;
 mod meta;
+mod orders;
 mod report;
 mod reserve;
 
@@ -85,7 +86,9 @@ impl AppState {
         }
     }
 
-    fn shop(&self) -> &Arc<Shop> {
+    /// The instance's shop: what the instance's own tasks (the reaper)
+    /// share with the routes.
+    pub fn shop(&self) -> &Arc<Shop> {
         &self.inner.shop
     }
 
@@ -148,6 +151,9 @@ fn routes(edge: Option<&EdgeArgs>) -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(document::base())
         .routes(buy)
         .routes(reserve)
+        .routes(routes!(orders::view))
+        .routes(routes!(orders::pay))
+        .routes(routes!(orders::cancel))
         .routes(routes!(report::one))
         .routes(routes!(report::all))
         .routes(routes!(report::dashboard))

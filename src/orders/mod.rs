@@ -5,6 +5,7 @@
 //! its shard's stream ([`crate::product::keys::orders`]) in the same atomic step as the stock
 //! write; [`writer`] moves the stream into PostgreSQL.
 
+pub mod state;
 pub mod writer;
 
 use uuid::Uuid;

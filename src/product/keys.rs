@@ -277,6 +277,12 @@ impl RedisCell {
     pub fn waves_key(&self) -> String {
         format!("{}:waves", self.key)
     }
+
+    /// The set of order ids whose unit was put back on this counter
+    /// (beside it, in its slot): what makes a give-back happen once.
+    pub fn restocked_key(&self) -> String {
+        format!("{}:restocked", self.key)
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! sold or stored.
 
 pub mod keys;
+pub mod life;
 mod settings;
 pub mod shares;
 

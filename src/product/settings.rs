@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::life::Giveback;
 use crate::error::Invalid;
 
 /// Upper bound of every millisecond knob: a minute is already absurd for
@@ -18,6 +19,8 @@ pub const MAX_PER_USER: u32 = 1_000_000;
 pub const MAX_WAVES: u32 = 100;
 /// Upper bound of `wave_every_ms`: a week.
 pub const MAX_WAVE_EVERY_MS: u64 = 604_800_000;
+/// Upper bound of `pay_within_ms`: a day.
+pub const MAX_PAY_WITHIN_MS: u64 = 86_400_000;
 /// Upper bound of `opens_at_ms` and `closes_at_ms`: the year 3000, in ms
 /// since the Unix epoch (a seconds value sent by mistake is far below).
 pub const MAX_TIME_MS: u64 = 32_503_680_000_000;
@@ -194,6 +197,21 @@ pub struct Settings {
     #[schema(minimum = 0, maximum = 604_800_000_u64)]
     #[serde(deserialize_with = "super::whole_number")]
     pub wave_every_ms: u64,
+    /// How long a buyer has to pay, in ms; 0 = no payment step: a 200 is
+    /// a sold unit. Otherwise a 200 is a hold (`status: held`, `pay_by_ms`)
+    /// that counts against the stock until it is paid
+    /// (`POST /orders/{id}/pay`), or cancelled or overdue, when its unit
+    /// goes back on sale.
+    #[schema(minimum = 0, maximum = 86_400_000_u64)]
+    #[serde(deserialize_with = "super::whole_number")]
+    pub pay_within_ms: u64,
+    /// How an overdue or cancelled hold's unit goes back on sale.
+    pub giveback: Giveback,
+    /// A pause between the give-back's steps (the reaper's knob that makes
+    /// its races reproducible: a payment landing inside it, a crash).
+    #[schema(minimum = 0, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
+    pub reaper_pause_ms: u64,
 }
 
 /// Now, in ms since the Unix epoch: the clock the sale window is read on
@@ -234,6 +252,9 @@ impl Default for Settings {
             prebooking: false,
             waves: 1,
             wave_every_ms: 0,
+            pay_within_ms: 0,
+            giveback: Giveback::DelayQueue,
+            reaper_pause_ms: 0,
         }
     }
 }
@@ -272,6 +293,8 @@ impl Settings {
         check("closes_at_ms", self.closes_at_ms, 0, MAX_TIME_MS)?;
         check("waves", self.waves.into(), 1, MAX_WAVES.into())?;
         check("wave_every_ms", self.wave_every_ms, 0, MAX_WAVE_EVERY_MS)?;
+        check("pay_within_ms", self.pay_within_ms, 0, MAX_PAY_WITHIN_MS)?;
+        check("reaper_pause_ms", self.reaper_pause_ms, 0, MAX_MS)?;
         if self.closes_at_ms != 0 && self.closes_at_ms <= self.opens_at_ms {
             return Err(Invalid(format!(
                 "closes_at_ms ({}) must come after opens_at_ms ({})",

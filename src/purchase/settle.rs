@@ -50,15 +50,9 @@ pub async fn sell(
     tracing::debug!(outcome = label, "buy done");
     let refusal = match outcome {
         Ok(Outcome::Sold { left }) => {
-            let sold = Sold {
-                order_id: order.order_id,
-                product_id: product.id,
-                strategy: order.strategy,
-                served_by: order.served_by,
-                // With waves the counter holds only what is on sale so
-                // far: its count is not the buyer's unit of the stock.
-                stock_left: left.filter(|_| product.settings.waves <= 1),
-            };
+            // With waves the counter holds only what is on sale so far:
+            // its count is not the buyer's unit of the stock.
+            let sold = Sold::of(product, order, left.filter(|_| product.settings.waves <= 1));
             // The order stands either way; without the answer the key
             // stays pending (retries are told `busy`, never sold twice).
             if let Some(claim) = &claim

@@ -27,8 +27,10 @@
 //! one read.
 
 pub mod innodb;
+pub mod mysql_book;
 pub mod mysql_rows;
 pub mod mysql_store;
+pub mod pg_book;
 pub mod pg_rows;
 pub mod pg_store;
 pub mod redis_store;

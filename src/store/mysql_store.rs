@@ -13,6 +13,7 @@ use sqlx::MySqlPool;
 use uuid::Uuid;
 
 use super::innodb::{again_if_rolled_back, bind_order};
+use super::mysql_book::MysqlBook;
 use super::mysql_rows::MysqlRows;
 use crate::backends::conn::RedisConn;
 use crate::backends::error::{AtCommit, BackendError};
@@ -21,7 +22,7 @@ use crate::limit;
 use crate::orders::Order;
 use crate::product::shares::through;
 use crate::product::{Product, StoreKind};
-use crate::sale::{BuyCtx, Rows, Store, StoreFuture, Written};
+use crate::sale::{Book, BuyCtx, Rows, Store, StoreFuture, Written};
 
 /// A product's stock in MySQL's `products` row, its orders in MySQL's
 /// `orders` (the product's definition stays in PostgreSQL).
@@ -42,6 +43,19 @@ impl Store for MysqlStore {
 
     fn lock_table(&self) -> &'static dyn Rows {
         &MysqlRows
+    }
+
+    fn book(&self) -> &'static dyn Book {
+        &MysqlBook
+    }
+
+    fn restock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        _cell: usize,
+        once: bool,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(super::mysql_book::restock(ctx, once))
     }
 
     fn recheck_every(&self) -> Duration {

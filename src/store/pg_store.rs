@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::mysql_store;
+use super::pg_book::PgBook;
 use super::pg_rows::PgRows;
 use crate::backends::conn::RedisConn;
 use crate::backends::error::{AtCommit, BackendError};
@@ -16,7 +17,7 @@ use crate::limit;
 use crate::orders::{INSERT_SQL, Order};
 use crate::product::shares::through;
 use crate::product::{Product, StoreKind};
-use crate::sale::{BuyCtx, Rows, Store, StoreFuture, Written};
+use crate::sale::{Book, BuyCtx, Rows, Store, StoreFuture, Written};
 
 /// A product's stock in PostgreSQL's `products` row.
 pub struct PgStore;
@@ -36,6 +37,19 @@ impl Store for PgStore {
 
     fn lock_table(&self) -> &'static dyn Rows {
         &PgRows
+    }
+
+    fn book(&self) -> &'static dyn Book {
+        &PgBook
+    }
+
+    fn restock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        _cell: usize,
+        once: bool,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(super::pg_book::restock(ctx, once))
     }
 
     fn recheck_every(&self) -> Duration {

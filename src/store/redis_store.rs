@@ -9,17 +9,19 @@ use std::time::Duration;
 use redis::{AsyncCommands, Script};
 use uuid::Uuid;
 
+use super::pg_book::PgBook;
 use super::script;
 use super::{mysql_store, pg_store};
 use crate::backends::conn::RedisConn;
 use crate::backends::error::BackendError;
 use crate::backends::{Backends, Footprint};
+use crate::limit;
 use crate::orders::Order;
 use crate::orders::writer::find_in_stream;
 use crate::product::keys::RedisCell;
 use crate::product::shares::through;
 use crate::product::{Product, StoreKind, keys};
-use crate::sale::{BuyCtx, Rows, Store, StoreFuture, Written};
+use crate::sale::{Book, BuyCtx, Rows, Store, StoreFuture, Written};
 
 /// KEYS: stock, fence-seen. ARGV: fencing token.
 /// Records the token as the newest to touch the stock, returns the stock.
@@ -56,6 +58,21 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
          if held >= due then return 0 end \
          redis.call('INCRBY', KEYS[1], tonumber(ARGV[3 + due]) - tonumber(ARGV[3 + held])) \
          redis.call('SET', KEYS[2], due) \
+         return 1",
+    )
+});
+
+/// KEYS: stock, epoch, buyer counts, put-back marker. ARGV: epoch, order
+/// id, buyer, whether the counter counts buyers, `once`. Puts one unit
+/// back in this reset, and (`once`) only for an order the marker set does
+/// not hold yet: 1 when put back, 0 when not.
+static RESTOCK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end \
+         if ARGV[5] == '1' and redis.call('SADD', KEYS[4], ARGV[2]) == 0 then return 0 end \
+         redis.call('INCR', KEYS[1]) \
+         if ARGV[4] == '1' and tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0') > 0 \
+         then redis.call('HINCRBY', KEYS[3], ARGV[3], -1) end \
          return 1",
     )
 });
@@ -239,12 +256,51 @@ impl Store for RedisStore {
     fn footprint(&self, product: &Product) -> Footprint {
         let counters = self.cells.iter().map(|c| c.key.clone());
         let markers = self.cells.iter().map(RedisCell::waves_key);
+        let put_back = self.cells.iter().map(RedisCell::restocked_key);
         Footprint::redis(
             [keys::fence_seen(product.id)]
                 .into_iter()
                 .chain(counters)
-                .chain(markers),
+                .chain(markers)
+                .chain(put_back),
         )
+    }
+
+    fn book(&self) -> &'static dyn Book {
+        &PgBook
+    }
+
+    fn restock_cell(&self, order: &Order) -> usize {
+        (order.order_id.as_u128() % self.cells.len().max(1) as u128) as usize
+    }
+
+    fn restock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        cell: usize,
+        once: bool,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let cell = self.cell(cell)?;
+            let counts = cell.counts_buyer && ctx.product.settings.per_user_limit > 0;
+            let back: i64 = RESTOCK
+                .key(&cell.key)
+                .key(cell.place.epoch())
+                .key(cell.place.buyers())
+                .key(cell.restocked_key())
+                .arg(ctx.product.epoch)
+                .arg(ctx.order.order_id.to_string())
+                .arg(&ctx.order.user_id)
+                .arg(if counts { "1" } else { "0" })
+                .arg(if once { "1" } else { "0" })
+                .invoke_async(&mut ctx.redis.clone())
+                .await?;
+            if back == 1 && !cell.counts_buyer {
+                // A segment away from home: the buyer was counted at home.
+                limit::give_back(ctx).await;
+            }
+            Ok(back == 1)
+        })
     }
 
     /// The counters are set by the reset's Redis pipeline, after

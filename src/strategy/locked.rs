@@ -3,6 +3,7 @@
 //! reproduces and describes its strategy; the catalogue puts the two
 //! together with [`Locked::new`].
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::{Outcome, Strategy, section};
@@ -48,6 +49,38 @@ pub async fn hold<L: Lock>(
     outcome
 }
 
+/// Runs `step` holding `lock` (waiting up to `acquire_timeout_ms`), then
+/// releases it; `busy` when the lock was not acquired in time.
+pub async fn under_lock<L: Lock, T>(
+    lock: &L,
+    ctx: &BuyCtx<'_>,
+    step: impl Future<Output = Result<T, BackendError>>,
+) -> Result<T, BackendError> {
+    let deadline = Instant::now() + Duration::from_millis(ctx.product.settings.acquire_timeout_ms);
+    let guard = loop {
+        let until = match lock.waiting() {
+            Waiting::Sliced => deadline.min(Instant::now() + ctx.store.recheck_every()),
+            Waiting::Queued | Waiting::FailFast => deadline,
+        };
+        if let Some(guard) = lock.acquire(ctx, until).await? {
+            break guard;
+        }
+        if Instant::now() >= deadline {
+            return Err(BackendError::Unavailable(
+                "the product's lock was not acquired within acquire_timeout_ms".into(),
+            ));
+        }
+        if lock.waiting() == Waiting::FailFast {
+            tokio::time::sleep(ctx.store.recheck_every()).await;
+        }
+    };
+    let done = step.await;
+    if let Err(error) = lock.release(ctx, guard).await {
+        tracing::warn!(%error, product = ctx.product.id, "lock release failed");
+    }
+    done
+}
+
 impl<L: Lock> Strategy for Locked<L> {
     fn info(&self) -> &Info {
         &self.info
@@ -84,6 +117,13 @@ impl<L: Lock> Strategy for Locked<L> {
         self.store(product)
             .footprint(product)
             .and(self.lock.footprint(product))
+    }
+
+    /// Under the lock: the critical section writes back a value it read,
+    /// so a put-back between its read and its write would be overwritten.
+    async fn restock(&self, ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
+        let cell = ctx.store.restock_cell(ctx.order);
+        under_lock(&self.lock, ctx, ctx.store.restock(ctx, cell, once)).await
     }
 
     async fn reading(

@@ -134,6 +134,21 @@ pub trait Strategy: Send + Sync {
     ) -> impl Future<Output = Result<Reading, BackendError>> + Send {
         async { Ok(Reading::Unlocked) }
     }
+
+    /// Puts `ctx.order`'s unit back on sale ([`Store::restock`]), guarded
+    /// the way this strategy guards every stock write: the atomic
+    /// strategies' writes are relative (or take the row lock), so the
+    /// put-back needs nothing more; a locked one takes its lock first.
+    fn restock(
+        &self,
+        ctx: &BuyCtx<'_>,
+        once: bool,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send {
+        async move {
+            let cell = ctx.store.restock_cell(ctx.order);
+            ctx.store.restock(ctx, cell, once).await
+        }
+    }
 }
 
 /// The store a product uses under a strategy: its `store` setting, or the
@@ -158,6 +173,12 @@ pub trait Sells: Send + Sync {
         backends: &'a Backends,
         product: &'a Product,
     ) -> BoxFuture<'a, Result<Reading, BackendError>>;
+    /// See [`Strategy::restock`]; the future boxed.
+    fn restock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        once: bool,
+    ) -> BoxFuture<'a, Result<bool, BackendError>>;
 }
 
 impl<S: Strategy> Sells for S {
@@ -183,5 +204,13 @@ impl<S: Strategy> Sells for S {
         product: &'a Product,
     ) -> BoxFuture<'a, Result<Reading, BackendError>> {
         Box::pin(Strategy::reading(self, backends, product))
+    }
+
+    fn restock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        once: bool,
+    ) -> BoxFuture<'a, Result<bool, BackendError>> {
+        Box::pin(Strategy::restock(self, ctx, once))
     }
 }

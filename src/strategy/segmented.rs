@@ -167,6 +167,16 @@ impl Strategy for Segmented {
         outcome
     }
 
+    /// Under the lock of the segment the unit goes back to.
+    async fn restock(&self, ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
+        let k = ctx.store.restock_cell(ctx.order);
+        let segments = ctx.product.settings.segments.max(1);
+        let lock = SegmentLock {
+            key: keys::segment_lock(ctx.product.id, k as u32, segments),
+        };
+        locked::under_lock(&lock, ctx, ctx.store.restock(ctx, k, once)).await
+    }
+
     /// One counter per segment, each in its own place.
     fn store(&self, product: &Product) -> Arc<dyn Store> {
         let segments = product.settings.segments.max(1);

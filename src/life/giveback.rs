@@ -1,0 +1,95 @@
+//! The give-back mechanisms' steps ([`crate::product::life::Giveback`]):
+//! how an expired hold's unit goes back on sale, once the hold was found
+//! overdue (the reaper) or cancelled (its buyer).
+
+use std::time::{Duration, Instant};
+
+use crate::backends::error::BackendError;
+use crate::orders::Order;
+use crate::products::Listed;
+use crate::purchase::Shop;
+use crate::sale::BuyCtx;
+use crate::soldout;
+
+/// The naive job's steps for `orders`: every unit put back with no state
+/// check, then — after the `reaper_pause_ms` knob — every order marked
+/// returned, whatever happened to it meanwhile. How many units went back.
+pub async fn naive(shop: &Shop, listed: &Listed, orders: &[Order]) -> Result<usize, BackendError> {
+    let mut back = 0;
+    for order in orders {
+        back += usize::from(put_back(shop, listed, order, false).await?);
+    }
+    pause(listed).await;
+    for order in orders {
+        listed
+            .store
+            .book()
+            .returned(&shop.backends, order.order_id, true)
+            .await?;
+    }
+    announce(shop, listed, back).await;
+    Ok(back)
+}
+
+/// The state machine's steps after this caller won `held → expired` for
+/// `order` (or found it expired and owed): after the pause, the unit put
+/// back once, the order marked returned. Whether this call put it back.
+pub async fn after_expiry(
+    shop: &Shop,
+    listed: &Listed,
+    order: &Order,
+) -> Result<bool, BackendError> {
+    pause(listed).await;
+    let back = put_back(shop, listed, order, true).await?;
+    listed
+        .store
+        .book()
+        .returned(&shop.backends, order.order_id, false)
+        .await?;
+    announce(shop, listed, usize::from(back)).await;
+    Ok(back)
+}
+
+/// Puts `order`'s unit back through the product's strategy.
+async fn put_back(
+    shop: &Shop,
+    listed: &Listed,
+    order: &Order,
+    once: bool,
+) -> Result<bool, BackendError> {
+    let lane = shop.backends.lane.get().await?;
+    let ctx = BuyCtx {
+        redis: lane.conn.clone(),
+        started: Instant::now(),
+        product: &listed.product,
+        store: listed.store.as_ref(),
+        order,
+        backends: &shop.backends,
+    };
+    listed.strategy.restock(&ctx, once).await
+}
+
+/// The knob between the steps.
+async fn pause(listed: &Listed) {
+    let ms = listed.product.settings.reaper_pause_ms;
+    if ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+/// Units went back: every instance forgets that the product sold out.
+async fn announce(shop: &Shop, listed: &Listed, back: usize) {
+    if back == 0 {
+        return;
+    }
+    let id = listed.product.id;
+    shop.memory.sold_out.clear(id);
+    let told = match shop.backends.lane.get().await {
+        Ok(lane) => soldout::broadcast_restock(&mut lane.conn.clone(), id).await,
+        Err(error) => Err(error),
+    };
+    if let Err(error) = told {
+        // The flags expire by themselves (soldout::FLAG_TTL).
+        tracing::warn!(%error, product = id, "a restock was not announced");
+    }
+}

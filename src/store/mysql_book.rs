@@ -1,0 +1,252 @@
+//! MySQL's `orders` as a [`Book`] of order states (products stored in
+//! MySQL keep their orders there), and the give-back of a unit to MySQL's
+//! row ([`restock`]). The statements are PostgreSQL's ([`super::pg_book`])
+//! in MySQL's dialect; the delay queue's claim is a locking read with
+//! `SKIP LOCKED` and the updates in one transaction, as MySQL cannot
+//! update the table its own subquery reads.
+
+use sqlx::MySqlConnection;
+use uuid::Uuid;
+
+use super::innodb::again_if_rolled_back;
+use crate::backends::Backends;
+use crate::backends::error::BackendError;
+use crate::orders::state::{OrderRow, Tally, TallyRow, Tracked, TrackedRow, column};
+use crate::orders::{Order, order_columns};
+use crate::product::Product;
+use crate::sale::{Book, BuyCtx, Due, StoreFuture};
+
+/// The order states in MySQL.
+pub struct MysqlBook;
+
+impl Book for MysqlBook {
+    fn find<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_id: Uuid,
+    ) -> StoreFuture<'a, Option<Tracked>> {
+        Box::pin(async move {
+            let Some(mysql) = backends.mysql.as_ref() else {
+                return Ok(None);
+            };
+            let row: Option<TrackedRow> = sqlx::query_as(concat!(
+                "SELECT ",
+                order_columns!(),
+                ", state, paid_at_ms FROM orders WHERE order_id = ?"
+            ))
+            .bind(order_id)
+            .fetch_optional(mysql)
+            .await?;
+            Ok(row.map(Tracked::from))
+        })
+    }
+
+    /// A MySQL product's orders are inserted in their sale's transaction:
+    /// there is never one on its way.
+    fn adopt<'a>(&'a self, _backends: &'a Backends, _order: &'a Order) -> StoreFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn pay<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_id: Uuid,
+        payable_from: Option<Uuid>,
+        now_ms: i64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let paid = sqlx::query(
+                "UPDATE orders SET state = ?, paid_at_ms = ? WHERE order_id = ? \
+                 AND state IS NULL AND (? IS NULL OR order_id >= ?)",
+            )
+            .bind(column::PAID)
+            .bind(now_ms)
+            .bind(order_id)
+            .bind(payable_from)
+            .bind(payable_from)
+            .execute(backends.mysql()?)
+            .await?;
+            Ok(paid.rows_affected() == 1)
+        })
+    }
+
+    fn expire<'a>(&'a self, backends: &'a Backends, order_id: Uuid) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let expired =
+                sqlx::query("UPDATE orders SET state = ? WHERE order_id = ? AND state IS NULL")
+                    .bind(column::EXPIRED)
+                    .bind(order_id)
+                    .execute(backends.mysql()?)
+                    .await?;
+            Ok(expired.rows_affected() == 1)
+        })
+    }
+
+    fn returned<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_id: Uuid,
+        blindly: bool,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            sqlx::query("UPDATE orders SET state = ? WHERE order_id = ? AND (? OR state = ?)")
+                .bind(column::RETURNED)
+                .bind(order_id)
+                .bind(blindly)
+                .bind(column::EXPIRED)
+                .execute(backends.mysql()?)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn due<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        due: Due,
+        limit: i64,
+    ) -> StoreFuture<'a, Vec<Order>> {
+        Box::pin(async move {
+            let (state, cutoff) = match due {
+                Due::Overdue(cutoff) => (None, Some(cutoff)),
+                Due::Owed => (Some(column::EXPIRED), None),
+            };
+            let rows: Vec<OrderRow> = sqlx::query_as(concat!(
+                "SELECT ",
+                order_columns!(),
+                " FROM orders WHERE product_id = ? AND epoch = ? \
+                 AND state <=> ? AND (? IS NULL OR order_id < ?) ORDER BY order_id LIMIT ?"
+            ))
+            .bind(product.id)
+            .bind(product.epoch)
+            .bind(state)
+            .bind(cutoff)
+            .bind(cutoff)
+            .bind(limit)
+            .fetch_all(backends.mysql()?)
+            .await?;
+            Ok(rows.into_iter().map(Order::from).collect())
+        })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        cutoff: Uuid,
+        limit: i64,
+    ) -> StoreFuture<'a, Vec<Order>> {
+        Box::pin(again_if_rolled_back(move || {
+            claim_once(backends, product, cutoff, limit)
+        }))
+    }
+
+    fn tally<'a>(&'a self, backends: &'a Backends, product: &'a Product) -> StoreFuture<'a, Tally> {
+        Box::pin(async move {
+            let counts: TallyRow = sqlx::query_as(
+                "SELECT CAST(COALESCE(SUM(state IS NULL), 0) AS SIGNED), \
+                 CAST(COALESCE(SUM(paid_at_ms IS NOT NULL), 0) AS SIGNED), \
+                 CAST(COALESCE(SUM(state IN (?, ?) AND paid_at_ms IS NULL), 0) AS SIGNED), \
+                 CAST(COALESCE(SUM(state = ?), 0) AS SIGNED), \
+                 CAST(COALESCE(SUM(state = ?), 0) AS SIGNED), \
+                 CAST(COALESCE(SUM(state = ? AND paid_at_ms IS NOT NULL), 0) AS SIGNED) \
+                 FROM orders WHERE product_id = ? AND epoch = ?",
+            )
+            .bind(column::EXPIRED)
+            .bind(column::RETURNED)
+            .bind(column::RETURNED)
+            .bind(column::EXPIRED)
+            .bind(column::RETURNED)
+            .bind(product.id)
+            .bind(product.epoch)
+            .fetch_one(backends.mysql()?)
+            .await?;
+            Ok(Tally::from(counts))
+        })
+    }
+}
+
+/// One try of the delay queue's claim: lock the overdue holds other
+/// reapers have not locked, mark them expired, commit.
+async fn claim_once(
+    backends: &Backends,
+    product: &Product,
+    cutoff: Uuid,
+    limit: i64,
+) -> Result<Vec<Order>, BackendError> {
+    let mut tx = backends.mysql()?.begin().await?;
+    let rows: Vec<OrderRow> = sqlx::query_as(concat!(
+        "SELECT ",
+        order_columns!(),
+        " FROM orders WHERE product_id = ? AND epoch = ? AND state IS NULL \
+         AND order_id < ? ORDER BY order_id LIMIT ? FOR UPDATE SKIP LOCKED"
+    ))
+    .bind(product.id)
+    .bind(product.epoch)
+    .bind(cutoff)
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await?;
+    for row in &rows {
+        sqlx::query("UPDATE orders SET state = ? WHERE order_id = ?")
+            .bind(column::EXPIRED)
+            .bind(row.0)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(rows.into_iter().map(Order::from).collect())
+}
+
+/// Puts `ctx.order`'s unit back in MySQL's row: as
+/// [`super::pg_book::restock`], run again when InnoDB rolled it back.
+pub async fn restock(ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
+    again_if_rolled_back(|| restock_once(ctx, once)).await
+}
+
+async fn restock_once(ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
+    let (product, order) = (ctx.product, ctx.order);
+    let mut tx = ctx.backends.mysql()?.begin().await?;
+    if once {
+        let marked = sqlx::query("UPDATE orders SET state = ? WHERE order_id = ? AND state = ?")
+            .bind(column::RETURNED)
+            .bind(order.order_id)
+            .bind(column::EXPIRED)
+            .execute(&mut *tx)
+            .await?;
+        if marked.rows_affected() == 0 {
+            return Ok(false);
+        }
+    }
+    let back = sqlx::query(
+        "UPDATE products SET stock = stock + 1, version = version + 1 WHERE id = ? AND epoch = ?",
+    )
+    .bind(product.id)
+    .bind(product.epoch)
+    .execute(&mut *tx)
+    .await?;
+    if back.rows_affected() == 0 {
+        return Ok(false);
+    }
+    uncount(&mut tx, ctx).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Takes the unit off the buyer's count (a product with a limit).
+async fn uncount(tx: &mut MySqlConnection, ctx: &BuyCtx<'_>) -> Result<(), BackendError> {
+    if ctx.product.settings.per_user_limit == 0 {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE buyer_counts SET bought = bought - 1 \
+         WHERE product_id = ? AND epoch = ? AND user_id = ? AND bought > 0",
+    )
+    .bind(ctx.product.id)
+    .bind(ctx.product.epoch)
+    .bind(&ctx.order.user_id)
+    .execute(tx)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! PostgreSQL's `orders` as a [`Book`] of order states, and the give-back
+//! of a unit to PostgreSQL's row ([`restock`]).
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::backends::Backends;
+use crate::backends::error::BackendError;
+use crate::orders::state::{OrderRow, Tally, TallyRow, Tracked, TrackedRow, column};
+use crate::orders::{Order, order_columns};
+use crate::product::Product;
+use crate::sale::{Book, BuyCtx, Due, StoreFuture};
+
+/// The order states in PostgreSQL.
+pub struct PgBook;
+
+impl Book for PgBook {
+    fn find<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_id: Uuid,
+    ) -> StoreFuture<'a, Option<Tracked>> {
+        Box::pin(async move {
+            let row: Option<TrackedRow> = sqlx::query_as(
+                "SELECT order_id, product_id, epoch, user_id, strategy, served_by, state, \
+                     paid_at_ms FROM orders WHERE order_id = $1",
+            )
+            .bind(order_id)
+            .fetch_optional(&backends.pg)
+            .await?;
+            Ok(row.map(Tracked::from))
+        })
+    }
+
+    fn adopt<'a>(&'a self, backends: &'a Backends, order: &'a Order) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let sql = concat!(
+                "INSERT INTO orders (",
+                order_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (order_id) DO NOTHING"
+            );
+            order
+                .bind_insert(sqlx::query(sql))
+                .execute(&backends.pg)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn pay<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_id: Uuid,
+        payable_from: Option<Uuid>,
+        now_ms: i64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let paid = sqlx::query(
+                "UPDATE orders SET state = $2, paid_at_ms = $3 WHERE order_id = $1 \
+                 AND state IS NULL AND ($4::uuid IS NULL OR order_id >= $4)",
+            )
+            .bind(order_id)
+            .bind(column::PAID)
+            .bind(now_ms)
+            .bind(payable_from)
+            .execute(&backends.pg)
+            .await?;
+            Ok(paid.rows_affected() == 1)
+        })
+    }
+
+    fn expire<'a>(&'a self, backends: &'a Backends, order_id: Uuid) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let expired =
+                sqlx::query("UPDATE orders SET state = $2 WHERE order_id = $1 AND state IS NULL")
+                    .bind(order_id)
+                    .bind(column::EXPIRED)
+                    .execute(&backends.pg)
+                    .await?;
+            Ok(expired.rows_affected() == 1)
+        })
+    }
+
+    fn returned<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_id: Uuid,
+        blindly: bool,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            sqlx::query("UPDATE orders SET state = $2 WHERE order_id = $1 AND ($4 OR state = $3)")
+                .bind(order_id)
+                .bind(column::RETURNED)
+                .bind(column::EXPIRED)
+                .bind(blindly)
+                .execute(&backends.pg)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn due<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        due: Due,
+        limit: i64,
+    ) -> StoreFuture<'a, Vec<Order>> {
+        Box::pin(async move {
+            let (state, cutoff) = match due {
+                Due::Overdue(cutoff) => (None, Some(cutoff)),
+                Due::Owed => (Some(column::EXPIRED), None),
+            };
+            let rows: Vec<OrderRow> = sqlx::query_as(
+                "SELECT order_id, product_id, epoch, user_id, strategy, served_by FROM orders \
+                 WHERE product_id = $1 AND epoch = $2 AND state IS NOT DISTINCT FROM $3 \
+                 AND ($4::uuid IS NULL OR order_id < $4) ORDER BY order_id LIMIT $5",
+            )
+            .bind(product.id)
+            .bind(product.epoch)
+            .bind(state)
+            .bind(cutoff)
+            .bind(limit)
+            .fetch_all(&backends.pg)
+            .await?;
+            Ok(rows.into_iter().map(Order::from).collect())
+        })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        backends: &'a Backends,
+        product: &'a Product,
+        cutoff: Uuid,
+        limit: i64,
+    ) -> StoreFuture<'a, Vec<Order>> {
+        Box::pin(async move {
+            let rows: Vec<OrderRow> = sqlx::query_as(
+                "UPDATE orders SET state = $5 WHERE order_id IN ( \
+                   SELECT order_id FROM orders WHERE product_id = $1 AND epoch = $2 \
+                   AND state IS NULL AND order_id < $3 ORDER BY order_id LIMIT $4 \
+                   FOR UPDATE SKIP LOCKED) AND state IS NULL \
+                 RETURNING order_id, product_id, epoch, user_id, strategy, served_by",
+            )
+            .bind(product.id)
+            .bind(product.epoch)
+            .bind(cutoff)
+            .bind(limit)
+            .bind(column::EXPIRED)
+            .fetch_all(&backends.pg)
+            .await?;
+            Ok(rows.into_iter().map(Order::from).collect())
+        })
+    }
+
+    fn tally<'a>(&'a self, backends: &'a Backends, product: &'a Product) -> StoreFuture<'a, Tally> {
+        Box::pin(async move {
+            let counts: TallyRow = sqlx::query_as(
+                "SELECT count(*) FILTER (WHERE state IS NULL), \
+                 count(*) FILTER (WHERE paid_at_ms IS NOT NULL), \
+                 count(*) FILTER (WHERE state IN ($3, $4) AND paid_at_ms IS NULL), \
+                 count(*) FILTER (WHERE state = $4), \
+                 count(*) FILTER (WHERE state = $3), \
+                 count(*) FILTER (WHERE state = $4 AND paid_at_ms IS NOT NULL) \
+                 FROM orders WHERE product_id = $1 AND epoch = $2",
+            )
+            .bind(product.id)
+            .bind(product.epoch)
+            .bind(column::EXPIRED)
+            .bind(column::RETURNED)
+            .fetch_one(&backends.pg)
+            .await?;
+            Ok(Tally::from(counts))
+        })
+    }
+}
+
+/// Puts `ctx.order`'s unit back in PostgreSQL's row, in one transaction
+/// with the buyer's count and, `once`, with the order's `expired →
+/// returned` (no unit goes back twice). The version moves too, so an
+/// optimistic writer that read before it retries.
+pub async fn restock(ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
+    let (product, order) = (ctx.product, ctx.order);
+    let mut tx = ctx.backends.pg.begin().await?;
+    if once {
+        let marked = sqlx::query("UPDATE orders SET state = $2 WHERE order_id = $1 AND state = $3")
+            .bind(order.order_id)
+            .bind(column::RETURNED)
+            .bind(column::EXPIRED)
+            .execute(&mut *tx)
+            .await?;
+        if marked.rows_affected() == 0 {
+            return Ok(false);
+        }
+    }
+    let back = sqlx::query(
+        "UPDATE products SET stock = stock + 1, version = version + 1 \
+         WHERE id = $1 AND epoch = $2",
+    )
+    .bind(product.id)
+    .bind(product.epoch)
+    .execute(&mut *tx)
+    .await?;
+    if back.rows_affected() == 0 {
+        return Ok(false);
+    }
+    uncount(&mut tx, ctx).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Takes the unit off the buyer's count (a product with a limit).
+async fn uncount(tx: &mut PgConnection, ctx: &BuyCtx<'_>) -> Result<(), BackendError> {
+    if ctx.product.settings.per_user_limit == 0 {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE buyer_counts SET bought = bought - 1 \
+         WHERE product_id = $1 AND epoch = $2 AND user_id = $3 AND bought > 0",
+    )
+    .bind(ctx.product.id)
+    .bind(ctx.product.epoch)
+    .bind(&ctx.order.user_id)
+    .execute(tx)
+    .await?;
+    Ok(())
+}

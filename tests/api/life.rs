@@ -1,0 +1,271 @@
+//! An order's life after the sale (`pay_within_ms`): a 200 is a hold that
+//! its buyer alone can pay or cancel; an unpaid hold's unit goes back on
+//! sale and sells again, under every store; a payment after the expiry is
+//! 409 `expired`; and the naive give-back oversells where the state
+//! machine does not, made deterministic by `reaper_pause_ms`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::harness::{http, raw_buy, shared};
+
+/// `verb` on `/orders/{order}` (`""`, `/pay` or `/cancel`) as `user`:
+/// status and body.
+async fn order(base: &str, action: &str, order: &str, user: &str) -> (u16, Value) {
+    let url = format!("{base}/orders/{order}{action}");
+    let request = if action.is_empty() {
+        http().get(url)
+    } else {
+        http().post(url)
+    };
+    let response = request
+        .header("X-User-Id", user)
+        .send()
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON"))
+}
+
+/// Buys one unit as `user` and returns the hold's order id.
+async fn hold(base: &str, id: i64, user: &str) -> String {
+    let (status, _, body) = raw_buy(base, id, user, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "held", "{body}");
+    assert!(body["pay_by_ms"].as_u64().is_some(), "{body}");
+    body["order_id"].as_str().expect("an order id").to_owned()
+}
+
+/// Waits until product `id`'s counter holds at least `units` again (the
+/// reaper put them back), for at most 10 s.
+async fn until_remaining(id: i64, units: i64) {
+    let gateway = shared().gateway();
+    for _ in 0..100 {
+        if gateway.ledger(id).await.expect("ledger").remaining >= units {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("product {id} never got back to {units} units on sale");
+}
+
+/// The products of these tests: one per store and kind of strategy.
+const SELLERS: [(i64, &str, Option<&str>); 6] = [
+    (2401, "redis-lua", None),
+    (2402, "db-atomic", None),
+    (2403, "db-atomic", Some("mysql")),
+    (2404, "redis-lock", None),
+    (2405, "segmented", None),
+    (2406, "redlock", Some("postgres")),
+];
+
+fn reset_body(strategy: &str, store: Option<&str>, extra: Value) -> Value {
+    let mut body = json!({"stock": 1, "strategy": strategy});
+    if let Some(store) = store {
+        body["store"] = json!(store);
+    }
+    if strategy == "segmented" {
+        body["segments"] = json!(1);
+    }
+    for (key, value) in extra.as_object().expect("an object") {
+        body[key] = value.clone();
+    }
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_is_paid_by_its_buyer_alone() {
+    let lab = shared();
+    let (gateway, base) = (lab.gateway(), &lab.info.gateway_url);
+    for (id, strategy, store) in SELLERS {
+        let body = reset_body(strategy, store, json!({"pay_within_ms": 60_000}));
+        gateway.reset(id, &body).await.expect("reset");
+        let order_id = hold(base, id, "alice").await;
+        let (status, _, body) = raw_buy(base, id, "bob", None).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (409, &json!("sold_out")),
+            "{strategy}: {body}"
+        );
+        for action in ["", "/pay", "/cancel"] {
+            let (status, body) = order(base, action, &order_id, "bob").await;
+            assert_eq!(status, 403, "{strategy} {action}: {body}");
+            assert_eq!(body["error"]["code"], "not_your_order");
+        }
+        let (status, body) = order(base, "", &order_id, "alice").await;
+        assert_eq!(
+            (status, &body["status"]),
+            (200, &json!("held")),
+            "{strategy}: {body}"
+        );
+        for _ in 0..2 {
+            let (status, body) = order(base, "/pay", &order_id, "alice").await;
+            assert_eq!(
+                (status, &body["status"]),
+                (200, &json!("paid")),
+                "{strategy}: {body}"
+            );
+        }
+        let (status, body) = order(base, "/cancel", &order_id, "alice").await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (409, &json!("not_held")),
+            "{body}"
+        );
+        let ledger = gateway.ledger(id).await.expect("ledger");
+        assert_eq!(
+            (
+                ledger.sold,
+                ledger.held,
+                ledger.paid,
+                ledger.oversold,
+                ledger.remaining
+            ),
+            (1, 0, 1, 0, 0),
+            "{strategy}: {ledger:?}"
+        );
+    }
+    let (status, body) = order(base, "", &Uuid::new_v4().to_string(), "alice").await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("unknown_order"))
+    );
+    let (status, body) = order(base, "/pay", "not-a-uuid", "alice").await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("bad_request"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpaid_hold_goes_back_on_sale_and_sells_again() {
+    let lab = shared();
+    let (gateway, base) = (lab.gateway(), &lab.info.gateway_url);
+    for (id, strategy, store) in SELLERS {
+        let id = id + 10;
+        let body = reset_body(strategy, store, json!({"pay_within_ms": 700}));
+        gateway.reset(id, &body).await.expect("reset");
+        let order_id = hold(base, id, "alice").await;
+        // Seen sold out: the instances flag it, and the give-back must
+        // clear the flags for the unit to sell again.
+        for buyer in ["carol", "dave"] {
+            let (status, _, body) = raw_buy(base, id, buyer, None).await;
+            assert_eq!(status, 409, "{strategy}: {body}");
+        }
+        until_remaining(id, 1).await;
+        let (status, body) = order(base, "/pay", &order_id, "alice").await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (409, &json!("expired")),
+            "{strategy}: {body}"
+        );
+        let (status, body) = order(base, "", &order_id, "alice").await;
+        assert_eq!(
+            (status, &body["status"]),
+            (200, &json!("expired")),
+            "{body}"
+        );
+        hold(base, id, "bob").await;
+        let ledger = gateway.ledger(id).await.expect("ledger");
+        assert_eq!(
+            (
+                ledger.sold,
+                ledger.held,
+                ledger.paid,
+                ledger.expired,
+                ledger.returned
+            ),
+            (2, 1, 0, 1, 1),
+            "{strategy}: {ledger:?}"
+        );
+        assert_eq!(
+            (ledger.oversold, ledger.stranded, ledger.remaining),
+            (0, 0, 0),
+            "{ledger:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_hold_frees_the_unit_and_the_buyers_limit_at_once() {
+    let lab = shared();
+    let (gateway, base) = (lab.gateway(), &lab.info.gateway_url);
+    for (id, strategy, store) in SELLERS {
+        let id = id + 20;
+        let body = reset_body(
+            strategy,
+            store,
+            json!({"pay_within_ms": 60_000, "per_user_limit": 1, "stock": 2}),
+        );
+        gateway.reset(id, &body).await.expect("reset");
+        let order_id = hold(base, id, "alice").await;
+        let (status, _, body) = raw_buy(base, id, "alice", None).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (409, &json!("limit_reached")),
+            "{strategy}"
+        );
+        let (status, body) = order(base, "/cancel", &order_id, "alice").await;
+        assert_eq!(
+            (status, &body["status"]),
+            (200, &json!("expired")),
+            "{strategy}: {body}"
+        );
+        let (status, body) = order(base, "/cancel", &order_id, "alice").await;
+        assert_eq!(
+            (status, &body["status"]),
+            (200, &json!("expired")),
+            "{body}"
+        );
+        assert_eq!(
+            gateway.ledger(id).await.expect("ledger").remaining,
+            2,
+            "{strategy}"
+        );
+        hold(base, id, "alice").await;
+        let ledger = gateway.ledger(id).await.expect("ledger");
+        assert_eq!(
+            (ledger.held, ledger.returned, ledger.remaining),
+            (1, 1, 1),
+            "{ledger:?}"
+        );
+    }
+}
+
+/// A payment lands inside the give-back's pause (made 2 s long): the naive
+/// job has put the unit back and marks the hold expired after the
+/// payment, so the unit is paid for and sold again (both instances' jobs
+/// may put it back, one unit each: that is the naive job too); the state
+/// machine expired the hold before its pause, so the payment is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_payment_oversells_under_the_naive_job_only() {
+    let lab = shared();
+    let (gateway, base) = (lab.gateway(), &lab.info.gateway_url);
+    for (id, giveback, oversold) in [(2431, "naive-cron", 1), (2432, "state-machine", 0)] {
+        let body = json!({"stock": 1, "strategy": "db-atomic", "pay_within_ms": 300,
+                          "giveback": giveback, "reaper_pause_ms": 2_000});
+        gateway.reset(id, &body).await.expect("reset");
+        let order_id = hold(base, id, "alice").await;
+        // Overdue, and inside the reaper's pause (it ticks every 200 ms).
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let (status, body) = order(base, "/pay", &order_id, "alice").await;
+        let paid = status == 200;
+        assert_eq!(
+            paid,
+            giveback == "naive-cron",
+            "{giveback}: {status} {body}"
+        );
+        if !paid {
+            assert_eq!(body["error"]["code"], "expired", "{body}");
+        }
+        until_remaining(id, 1).await;
+        hold(base, id, "bob").await;
+        // The naive job's mark lands after its pause.
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        let ledger = gateway.ledger(id).await.expect("ledger");
+        assert_eq!(ledger.oversold, oversold, "{giveback}: {ledger:?}");
+        assert_eq!(ledger.paid_and_returned, oversold, "{giveback}: {ledger:?}");
+    }
+}
