@@ -607,3 +607,68 @@ fn the_bench_measures_every_figure_against_its_baselines() {
         }
     }
 }
+
+/// The give-back mechanism of an order-life row (its variant's tail).
+fn giveback(row: &ScenarioRow) -> &str {
+    row.variant.rsplit('/').next().unwrap_or_default()
+}
+
+#[test]
+fn a_late_payment_oversells_under_the_naive_job_and_nowhere_else() {
+    let rows = scenario("late-payment");
+    assert_eq!(rows.len(), 9, "three mechanisms on three stores: {rows:?}");
+    for r in &rows {
+        let life = r.life.as_ref().expect("order-life columns");
+        if giveback(r) == "naive-cron" {
+            assert!(r.row.oversold > 0 && life.paid_and_returned > 0, "{r:?}");
+        } else {
+            assert_eq!(
+                (r.row.oversold, life.paid_and_returned, life.stranded),
+                (0, 0, 0),
+                "{r:?}"
+            );
+            assert!(
+                life.pays_expired > 0,
+                "no late payer was told expired: {r:?}"
+            );
+            assert_eq!(r.row.history_ok, Some(true), "{r:?}");
+        }
+    }
+}
+
+#[test]
+fn a_dead_reaper_sells_twice_strands_or_is_taken_over_by_its_mechanism() {
+    let rows = scenario("reaper-crash");
+    assert_eq!(rows.len(), 9, "three mechanisms on three stores: {rows:?}");
+    for r in &rows {
+        let life = r.life.as_ref().expect("order-life columns");
+        match giveback(r) {
+            "naive-cron" => assert!(r.row.oversold > 0, "{r:?}"),
+            "state-machine" => {
+                assert_eq!(r.row.oversold, 0, "{r:?}");
+                assert_eq!(life.stranded, r.row.initial, "{r:?}");
+            }
+            "delay-queue" => {
+                assert_eq!((r.row.oversold, life.stranded), (0, 0), "{r:?}");
+                assert_eq!(life.returned, r.row.initial, "{r:?}");
+            }
+            other => panic!("unexpected mechanism {other}: {r:?}"),
+        }
+    }
+}
+
+#[test]
+fn abandoned_carts_cycle_the_stock_until_every_unit_is_paid() {
+    let rows = scenario("abandoned-carts");
+    assert_eq!(rows.len(), 6, "two mechanisms on three stores: {rows:?}");
+    for r in &rows {
+        let life = r.life.as_ref().expect("order-life columns");
+        assert_eq!(
+            (life.paid, life.stranded, r.row.oversold),
+            (r.row.initial, 0, 0),
+            "{r:?}"
+        );
+        assert!(life.returned > 0 && life.all_paid_ms.is_some(), "{r:?}");
+        assert_eq!(r.row.history_ok, Some(true), "{r:?}");
+    }
+}

@@ -56,6 +56,10 @@ pub struct Race {
     pub initial: i64,
     /// Units one buyer may hold (0: no limit).
     pub per_user_limit: u32,
+    /// The product's `pay_within_ms`: with it, an order keeps its unit
+    /// only while held or once paid, and units go round again.
+    #[serde(default)]
+    pub pay_within_ms: u64,
     /// Where the race's orders are: `mysql` for a product stored there,
     /// PostgreSQL otherwise (absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,6 +197,7 @@ mod tests {
                 safe: true,
                 initial: 1,
                 per_user_limit: 0,
+                pay_within_ms: 0,
                 orders_in: None,
             },
             events: vec![Event {

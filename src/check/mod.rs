@@ -18,6 +18,13 @@
 //! - no two `ok`s claim the same unit (`duplicate_unit`, from the stock
 //!   left each sale reports);
 //! - no buyer above `per_user_limit` (`over_limit`).
+//!
+//! With `pay_within_ms` an order keeps its unit only while it is held or
+//! once it is paid; an expired one gave it back, and the unit sells again.
+//! There the safe rules count the orders that keep a unit (`oversold`:
+//! paid + held ≤ initial; `over_limit` likewise), a unit number may come
+//! round again (no `duplicate_unit`), and no paid order may have had its
+//! unit given back (`paid_and_given_back`).
 
 pub mod history;
 
@@ -92,14 +99,16 @@ impl OrderDbs {
         Ok(Self { pg, mysql })
     }
 
-    /// The orders of `race` as the database holds them: order id and buyer.
-    async fn orders(&self, race: &history::Race) -> anyhow::Result<Vec<(Uuid, String)>> {
+    /// The orders of `race` as the database holds them: order id, buyer,
+    /// state and payment.
+    async fn orders(&self, race: &history::Race) -> anyhow::Result<Vec<OrderRow>> {
         if race.orders_in == Some(StoreKind::Mysql) {
             let mysql = self.mysql.as_ref().context(
                 "the race's orders are in MySQL: give its URL (--mysql-url, SECKILL_MYSQL_URL)",
             )?;
             return Ok(sqlx::query_as(
-                "SELECT order_id, user_id FROM orders WHERE product_id = ? AND epoch = ?",
+                "SELECT order_id, user_id, state, paid_at_ms FROM orders \
+                 WHERE product_id = ? AND epoch = ?",
             )
             .bind(race.product)
             .bind(race.epoch)
@@ -107,7 +116,8 @@ impl OrderDbs {
             .await?);
         }
         Ok(sqlx::query_as(
-            "SELECT order_id, user_id FROM orders WHERE product_id = $1 AND epoch = $2",
+            "SELECT order_id, user_id, state, paid_at_ms FROM orders \
+             WHERE product_id = $1 AND epoch = $2",
         )
         .bind(race.product)
         .bind(race.epoch)
@@ -137,10 +147,24 @@ pub struct Verdict {
     pub unknown_sold: u64,
 }
 
+/// An order row as [`OrderDbs::orders`] reads it.
+type OrderRow = (Uuid, String, Option<String>, Option<i64>);
+
 /// One order as the table holds it.
 struct Order {
     order_id: Uuid,
     user_id: String,
+    /// Its state column: `None` while it keeps its unit unpaid.
+    state: Option<String>,
+    /// Whether it was paid.
+    paid: bool,
+}
+
+impl Order {
+    /// Whether it keeps its unit: held, or paid.
+    fn keeps(&self) -> bool {
+        self.state.is_none() || self.paid
+    }
 }
 
 /// Reads the race's orders from its database and holds the history to
@@ -149,7 +173,12 @@ pub async fn check(dbs: &OrderDbs, race: &RaceHistory) -> anyhow::Result<Verdict
     let rows = dbs.orders(&race.race).await?;
     let orders = rows
         .into_iter()
-        .map(|(order_id, user_id)| Order { order_id, user_id })
+        .map(|(order_id, user_id, state, paid_at_ms)| Order {
+            order_id,
+            user_id,
+            state,
+            paid: paid_at_ms.is_some(),
+        })
         .collect::<Vec<_>>();
     Ok(judge(race, &orders))
 }
@@ -260,21 +289,40 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
 
     let info = &race.race;
     if info.safe {
-        let over = (orders.len() as i64 - info.initial).max(0) as u64;
-        violations.count("oversold", over);
-        let shared = seen.units.values().map(|n| n.saturating_sub(1)).sum();
-        violations.count("duplicate_unit", shared);
-        if info.per_user_limit > 0 {
-            let limit = u64::from(info.per_user_limit);
-            let over_limit = per_buyer.values().map(|n| n.saturating_sub(limit)).sum();
-            violations.count("over_limit", over_limit);
-        }
+        safe_rules(info, orders, &seen, &mut violations);
     }
     Verdict {
         history_ok: violations.0.is_empty(),
         violations: violations.0,
         unknown: seen.unknown,
         unknown_sold,
+    }
+}
+
+/// The rules of a strategy that claims never to oversell.
+fn safe_rules(info: &history::Race, orders: &[Order], seen: &Seen, violations: &mut Violations) {
+    let holds = info.pay_within_ms > 0;
+    let keeping: Vec<&Order> = orders.iter().filter(|o| !holds || o.keeps()).collect();
+    let over = (keeping.len() as i64 - info.initial).max(0) as u64;
+    violations.count("oversold", over);
+    if holds {
+        let given_back = |o: &&Order| o.paid && o.state.as_deref() != Some("paid");
+        violations.count(
+            "paid_and_given_back",
+            orders.iter().filter(given_back).count() as u64,
+        );
+    } else {
+        let shared = seen.units.values().map(|n| n.saturating_sub(1)).sum();
+        violations.count("duplicate_unit", shared);
+    }
+    if info.per_user_limit > 0 {
+        let limit = u64::from(info.per_user_limit);
+        let mut per_buyer: HashMap<&str, u64> = HashMap::new();
+        for order in &keeping {
+            *per_buyer.entry(order.user_id.as_str()).or_default() += 1;
+        }
+        let over_limit = per_buyer.values().map(|n| n.saturating_sub(limit)).sum();
+        violations.count("over_limit", over_limit);
     }
 }
 
@@ -329,6 +377,7 @@ mod tests {
                 safe,
                 initial,
                 per_user_limit: limit,
+                pay_within_ms: 0,
                 orders_in: None,
             },
             events,
@@ -357,6 +406,17 @@ mod tests {
         Order {
             order_id: id,
             user_id: user.into(),
+            state: None,
+            paid: false,
+        }
+    }
+
+    /// An order of a product with holds, in `state`, paid or not.
+    fn in_state(state: Option<&str>, paid: bool) -> Order {
+        Order {
+            state: state.map(str::to_owned),
+            paid,
+            ..order(Uuid::now_v7(), "x")
         }
     }
 
@@ -431,5 +491,30 @@ mod tests {
         assert!(verdict.history_ok, "{verdict:?}");
         let wrong = judge(&history, &[order(a, "y"), order(b, "y")]);
         assert_eq!(wrong.violations.get("wrong_buyer"), Some(&1));
+    }
+
+    #[test]
+    fn with_holds_only_held_and_paid_orders_keep_a_unit() {
+        let mut history = race(true, 2, 1, Vec::new());
+        history.race.pay_within_ms = 1_000;
+        let orders = [
+            in_state(None, false),
+            in_state(Some("paid"), true),
+            in_state(Some("returned"), false),
+            in_state(Some("expired"), false),
+        ];
+        let verdict = judge(&history, &orders);
+        let v = |name: &str| verdict.violations.get(name).copied().unwrap_or(0);
+        // Four orders of buyer x on two units with a limit of one: only
+        // the two that keep a unit count, one above the limit.
+        assert_eq!((v("oversold"), v("over_limit")), (0, 1), "{verdict:?}");
+        let naive = [
+            in_state(None, false),
+            in_state(Some("returned"), true),
+            in_state(None, false),
+        ];
+        let verdict = judge(&history, &naive);
+        assert_eq!(verdict.violations.get("oversold"), Some(&1), "{verdict:?}");
+        assert_eq!(verdict.violations.get("paid_and_given_back"), Some(&1));
     }
 }

@@ -46,11 +46,17 @@ pub enum Scenario {
     ClusterSpread,
     /// `cluster-failover`.
     ClusterFailover,
+    /// `late-payment`.
+    LatePayment,
+    /// `reaper-crash`.
+    ReaperCrash,
+    /// `abandoned-carts`.
+    AbandonedCarts,
 }
 
 impl Scenario {
     /// Every scenario, in the order `--scenario all` runs them.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 21] = [
         Self::Contention,
         Self::TwoInstancesLocalLock,
         Self::LeaseExpiry,
@@ -69,6 +75,9 @@ impl Scenario {
         Self::RedisFailover,
         Self::ClusterSpread,
         Self::ClusterFailover,
+        Self::LatePayment,
+        Self::ReaperCrash,
+        Self::AbandonedCarts,
     ];
 
     /// Its name on the command line and in the reports.
@@ -92,6 +101,9 @@ impl Scenario {
             Self::RedisFailover => "redis-failover",
             Self::ClusterSpread => "cluster-spread",
             Self::ClusterFailover => "cluster-failover",
+            Self::LatePayment => "late-payment",
+            Self::ReaperCrash => "reaper-crash",
+            Self::AbandonedCarts => "abandoned-carts",
         }
     }
 
@@ -151,6 +163,15 @@ impl Scenario {
             }
             Self::ClusterFailover => {
                 "a Redis Cluster replicates asynchronously: a coordinated failover loses nothing, a master that dies ahead of its replica loses its last writes"
+            }
+            Self::LatePayment => {
+                "a job that gives overdue holds back without a state check oversells when a payment lands between its steps; a compare-and-set state machine does not"
+            }
+            Self::ReaperCrash => {
+                "a reaper that dies between its steps sells a unit twice (naive), strands it (state machine) or leaves it for the next reaper (delay queue)"
+            }
+            Self::AbandonedCarts => {
+                "when most buyers never pay, the stock cycles back and sells again until every unit is paid, never oversold"
             }
         }
     }

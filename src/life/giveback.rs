@@ -32,21 +32,28 @@ pub async fn naive(shop: &Shop, listed: &Listed, orders: &[Order]) -> Result<usi
 }
 
 /// The state machine's steps after this caller won `held → expired` for
-/// `order` (or found it expired and owed): after the pause, the unit put
-/// back once, the order marked returned. Whether this call put it back.
+/// `orders` (or found them expired and owed): after the pause, each unit
+/// put back once and its order marked returned. How many units this call
+/// put back.
 pub async fn after_expiry(
     shop: &Shop,
     listed: &Listed,
-    order: &Order,
-) -> Result<bool, BackendError> {
+    orders: &[Order],
+) -> Result<usize, BackendError> {
+    if orders.is_empty() {
+        return Ok(0);
+    }
     pause(listed).await;
-    let back = put_back(shop, listed, order, true).await?;
-    listed
-        .store
-        .book()
-        .returned(&shop.backends, order.order_id, false)
-        .await?;
-    announce(shop, listed, usize::from(back)).await;
+    let mut back = 0;
+    for order in orders {
+        back += usize::from(put_back(shop, listed, order, true).await?);
+        listed
+            .store
+            .book()
+            .returned(&shop.backends, order.order_id, false)
+            .await?;
+    }
+    announce(shop, listed, back).await;
     Ok(back)
 }
 

@@ -190,7 +190,7 @@ pub async fn cancel(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderVie
         }
         Giveback::StateMachine | Giveback::DelayQueue => {
             if book.expire(&shop.backends, order_id).await? {
-                giveback::after_expiry(shop, &listed, &tracked.order).await?;
+                giveback::after_expiry(shop, &listed, std::slice::from_ref(&tracked.order)).await?;
             }
         }
     }

@@ -79,23 +79,21 @@ pub async fn reap(shop: &Shop, listed: &Listed) -> Result<usize, BackendError> {
             }
         }
         Giveback::StateMachine => {
-            for order in book
-                .due(backends, product, Due::Overdue(cutoff), BATCH)
-                .await?
-            {
+            let due = book.due(backends, product, Due::Overdue(cutoff), BATCH);
+            let mut won = Vec::new();
+            for order in due.await? {
                 if book.expire(backends, order.order_id).await? {
-                    back += usize::from(giveback::after_expiry(shop, listed, &order).await?);
+                    won.push(order);
                 }
             }
+            back += giveback::after_expiry(shop, listed, &won).await?;
         }
         Giveback::DelayQueue => {
             // What an earlier pass (here or on a dead instance) expired
             // and did not finish, then what is newly due.
-            let owed = book.due(backends, product, Due::Owed, BATCH).await?;
-            let claimed = book.claim(backends, product, cutoff, BATCH).await?;
-            for order in owed.iter().chain(&claimed) {
-                back += usize::from(giveback::after_expiry(shop, listed, order).await?);
-            }
+            let mut orders = book.due(backends, product, Due::Owed, BATCH).await?;
+            orders.extend(book.claim(backends, product, cutoff, BATCH).await?);
+            back += giveback::after_expiry(shop, listed, &orders).await?;
         }
     }
     Ok(back)

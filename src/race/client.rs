@@ -75,6 +75,37 @@ pub enum BuyResult {
     Failed(String),
 }
 
+/// What a request on an order does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderAction {
+    /// `GET /orders/{id}`.
+    View,
+    /// `POST /orders/{id}/pay`.
+    Pay,
+    /// `POST /orders/{id}/cancel`.
+    Cancel,
+}
+
+impl OrderAction {
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::View => "",
+            Self::Pay => "/pay",
+            Self::Cancel => "/cancel",
+        }
+    }
+}
+
+/// What a request on an order answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderAnswer {
+    /// HTTP status; 0 when no answer came.
+    pub status: u16,
+    /// A 200's order status (`held`, `paid`, `expired`, `sold`), else the
+    /// error code (`expired`, `not_held`, …, or `transport`).
+    pub said: String,
+}
+
 /// Everything one buy's answer said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -203,6 +234,30 @@ impl Target {
             opens_at_ms: error["opens_at_ms"].as_u64(),
             ..Answer::failed(status, &code)
         }
+    }
+
+    /// `action` on order `order_id` as `user`: the status, and the order's
+    /// `status` (a 200) or the error code.
+    pub async fn order(&self, action: OrderAction, order_id: Uuid, user: &str) -> OrderAnswer {
+        let url = format!("{}/orders/{order_id}{}", self.base, action.suffix());
+        let request = match action {
+            OrderAction::View => self.http.get(url),
+            OrderAction::Pay | OrderAction::Cancel => self.http.post(url),
+        };
+        let Ok(response) = request.header("X-User-Id", user).send().await else {
+            return OrderAnswer {
+                status: 0,
+                said: "transport".into(),
+            };
+        };
+        let status = response.status().as_u16();
+        let json: Value = response.json().await.unwrap_or(Value::Null);
+        let said = match (json["status"].as_str(), json["error"]["code"].as_str()) {
+            (Some(state), _) if status == 200 => state.to_owned(),
+            (_, Some(code)) => code.to_owned(),
+            _ => format!("http_{status}"),
+        };
+        OrderAnswer { status, said }
     }
 
     /// One product's ledger.

@@ -128,6 +128,7 @@ impl Audit {
                 safe: self.safe.contains(&ledger.strategy),
                 initial: ledger.initial,
                 per_user_limit: ledger.settings.per_user_limit,
+                pay_within_ms: ledger.settings.pay_within_ms,
                 orders_in: ledger.orders_in,
             },
             events: attempts.iter().map(|a| a.event(began)).collect(),

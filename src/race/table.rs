@@ -2,7 +2,7 @@
 //! alike), and the plain race's verdict.
 
 use super::driver::Row;
-use super::scenario::ScenarioRow;
+use super::scenario::{LifeOutcome, ScenarioRow};
 
 /// A column: its header, its width, and whether it is left-aligned.
 type Column = (&'static str, usize, bool);
@@ -216,13 +216,34 @@ pub fn render_scenarios(rows: &[ScenarioRow]) -> String {
                     )
                 })
                 .collect();
+            let life = r.life.as_ref().map(life_cells).unwrap_or_default();
             (
                 cells,
-                format!("{} / {}{masters}", r.expected, errors(&r.row)),
+                format!("{} / {}{masters}{life}", r.expected, errors(&r.row)),
             )
         })
         .collect();
     layout(&columns, "expected / errors", &lines)
+}
+
+/// An order-life row's own numbers, after its errors.
+fn life_cells(life: &LifeOutcome) -> String {
+    let paid_in = life
+        .all_paid_ms
+        .map(|ms| format!(", all paid after {ms} ms"))
+        .unwrap_or_default();
+    format!(
+        " / held={} paid={} expired={} returned={} stranded={} paid_and_returned={} \
+         pays: ok={} expired={}{paid_in}",
+        life.held,
+        life.paid,
+        life.expired,
+        life.returned,
+        life.stranded,
+        life.paid_and_returned,
+        life.pays_ok,
+        life.pays_expired
+    )
 }
 
 /// `true` unless a safe strategy oversold or client 200s differ from

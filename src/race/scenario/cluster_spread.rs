@@ -143,6 +143,7 @@ fn judged(
         row,
         masters,
         cut: None,
+        life: None,
     }
 }
 

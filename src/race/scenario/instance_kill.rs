@@ -69,6 +69,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     row,
                     masters: Vec::new(),
                     cut: None,
+                    life: None,
                 })
             })
             .await?;

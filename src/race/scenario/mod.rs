@@ -6,6 +6,7 @@
 //! from the catalogue ([`crate::info::Info::under`]): a new strategy that
 //! declares a hazard is raced by its scenario without touching it.
 
+mod abandoned_carts;
 mod cluster_failover;
 mod cluster_holders;
 mod cluster_spread;
@@ -13,13 +14,16 @@ mod cluster_victim;
 mod contention;
 mod frozen_holder;
 mod holder_crash;
+mod holds;
 mod instance_kill;
+mod late_payment;
 mod lease_expiry;
 mod local_lock;
 mod partition;
 mod pg_restart;
 mod power_cut;
 mod rate_limit;
+mod reaper_crash;
 mod redis_crash;
 mod redis_failover;
 mod redlock_minority;
@@ -28,6 +32,7 @@ mod segment_scaling;
 mod slow_disk;
 
 pub use cluster_spread::{HOT_MIN, MasterLoad, SPREAD_MAX};
+pub use holds::LifeOutcome;
 pub use partition::{LOCK_AND_STORE, LOCK_ONLY};
 pub use segment_scaling::MIN_SPEEDUP;
 
@@ -65,6 +70,9 @@ pub struct ScenarioRow {
     /// how long after it this product sold again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<power_cut::CutOutcome>,
+    /// The order-life scenarios' rows: holds, payments, give-backs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub life: Option<holds::LifeOutcome>,
 }
 
 /// Whether `row` shows what `expect` predicts (and is honest: every 200 a
@@ -260,6 +268,7 @@ fn judge(row: Row, scenario: Scenario, variant: &str, expect: Expect) -> Scenari
         row,
         masters: Vec::new(),
         cut: None,
+        life: None,
     }
 }
 
@@ -304,6 +313,9 @@ async fn stage(scenario: Scenario, ctx: &mut Ctx) -> anyhow::Result<Vec<Scenario
         Scenario::RedisFailover => redis_failover::run(ctx).await,
         Scenario::ClusterSpread => cluster_spread::run(ctx).await,
         Scenario::ClusterFailover => cluster_failover::run(ctx).await,
+        Scenario::LatePayment => late_payment::run(ctx).await,
+        Scenario::ReaperCrash => reaper_crash::run(ctx).await,
+        Scenario::AbandonedCarts => abandoned_carts::run(ctx).await,
     }
 }
 

@@ -92,6 +92,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     row,
                     masters: Vec::new(),
                     cut: None,
+                    life: None,
                 });
             }
         }

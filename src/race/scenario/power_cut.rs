@@ -190,6 +190,7 @@ async fn cut_mid_sale(
                 recoveries: recoveries.iter().map(RecoveryRow::from).collect(),
                 resumed_ms,
             }),
+            life: None,
         });
     }
     Ok(rows)

@@ -158,6 +158,7 @@ impl Crash {
             row: self.row,
             masters: Vec::new(),
             cut: None,
+            life: None,
         }
     }
 }

@@ -1,0 +1,154 @@
+//! `reaper-crash`: the instance whose reaper is between its give-back
+//! steps is SIGKILLed, and another instance's reaper carries on — under
+//! each mechanism, on Redis, PostgreSQL and MySQL stock.
+//!
+//! Staging, in one lab of two instances, A and B: every product gets
+//! `UNITS` holds, all recorded in their database; B is frozen (SIGSTOP)
+//! so that A's reaper alone takes the overdue holds; once A is inside the
+//! `PAUSE_MS` pause between its steps for every product (the naive job has
+//! put the units back, the state machine and the delay queue have expired
+//! the holds), A is SIGKILLed and B resumed (SIGCONT). After B's reaper
+//! had its turn, new buyers buy what is on sale.
+//!
+//! Expected, from the mechanisms (`src/life/giveback.rs`):
+//! - `naive-cron`: A put the units back and died before marking the
+//!   holds; B finds them still held and overdue and puts them back again.
+//!   Every unit is sold twice: oversold.
+//! - `state-machine`: A expired the holds and died before putting their
+//!   units back; B looks only for held ones. The units are stranded —
+//!   neither on sale, held nor paid (the ledger's `stranded`, which
+//!   reconciliation gives back) — and nothing is oversold.
+//! - `delay-queue`: B takes up every expired hold whose unit is not back
+//!   (`Due::Owed`) and puts it back once: nothing stranded, nothing
+//!   oversold.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use super::holds::{LifeRace, SELLERS, holding, variant, wait_for};
+use super::{Ctx, ScenarioRow, fault};
+use crate::info::Scenario;
+use crate::lab::LabArgs;
+use crate::product::life::Giveback;
+use crate::race::client::Target;
+use crate::race::driver::{Attempt, fire, reset};
+
+/// Holds per product.
+const UNITS: usize = 4;
+/// Long enough to buy and record every product's holds before they fall
+/// due.
+const PAY_WITHIN_MS: u64 = 4_000;
+/// The pause between the give-back's steps, where A dies.
+const PAUSE_MS: u64 = 5_000;
+
+/// One product of the scenario and its first wave.
+struct Case {
+    product: i64,
+    giveback: Giveback,
+    label: String,
+    attempts: Vec<Attempt>,
+}
+
+pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
+    ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
+        let token = &lab.info.admin_token;
+        let [a, b] = [0, 1].map(|i| lab.info.instances[i].clone());
+        let (on_a, on_b) = (
+            Target::new(&a.url, token, 8)?,
+            Target::new(&b.url, token, 8)?,
+        );
+        let started = Instant::now();
+        let cases = lay_out(ctx, &on_a).await?;
+        for case in &cases {
+            wait_for("the holds recorded", Duration::from_secs(20), || async {
+                Ok(on_a.ledger(case.product).await?.pending == 0)
+            })
+            .await?;
+        }
+        fault(lab, &b.name, Signal::SIGSTOP)?;
+        for case in &cases {
+            wait_for(
+                "A's reaper in its pause",
+                Duration::from_secs(20),
+                || async {
+                    let ledger = on_a.ledger(case.product).await?;
+                    Ok(ledger.remaining >= UNITS as i64 || ledger.expired >= UNITS as i64)
+                },
+            )
+            .await?;
+        }
+        fault(lab, &a.name, Signal::SIGKILL)?;
+        fault(lab, &b.name, Signal::SIGCONT)?;
+        // B's reaper: a pass, its pause, its put-backs.
+        tokio::time::sleep(Duration::from_millis(PAUSE_MS + 2_000)).await;
+        let mut rows = Vec::new();
+        for mut case in cases {
+            case.attempts
+                .extend(fire(&on_b, case.product, "rc2", 3 * UNITS, UNITS, None).await);
+            let race = LifeRace {
+                scenario: Scenario::ReaperCrash,
+                variant: case.label,
+                expected: expectation(case.giveback),
+                product: case.product,
+                giveback: case.giveback,
+                attempts: &case.attempts,
+                pays: &[],
+                started,
+                all_paid_ms: None,
+            };
+            let units = UNITS as i64;
+            let giveback = case.giveback;
+            rows.push(
+                ctx.life_row(&on_b, race, |row, life| match giveback {
+                    Giveback::NaiveCron => row.oversold > 0,
+                    Giveback::StateMachine => row.oversold == 0 && life.stranded == units,
+                    Giveback::DelayQueue => {
+                        row.oversold == 0 && life.stranded == 0 && life.returned == units
+                    }
+                })
+                .await?,
+            );
+        }
+        Ok(rows)
+    })
+    .await
+}
+
+/// Every product reset first, then every first wave at once, so that all
+/// the holds fall due together, inside one pause.
+async fn lay_out(ctx: &mut Ctx, on_a: &Target) -> anyhow::Result<Vec<Case>> {
+    let mut cases = Vec::new();
+    for giveback in Giveback::ALL {
+        for (strategy, store) in SELLERS {
+            let product = ctx.product();
+            let settings = holding(store, giveback, PAY_WITHIN_MS, PAUSE_MS);
+            reset(on_a, product, strategy, UNITS as i64, settings).await?;
+            let label = variant(strategy, store, giveback);
+            let attempts = Vec::new();
+            cases.push(Case {
+                product,
+                giveback,
+                label,
+                attempts,
+            });
+        }
+    }
+    let products: Vec<i64> = cases.iter().map(|case| case.product).collect();
+    let waves = products
+        .iter()
+        .map(|&product| fire(on_a, product, "rc", UNITS, UNITS, None));
+    for (case, attempts) in cases.iter_mut().zip(futures::future::join_all(waves).await) {
+        case.attempts = attempts;
+    }
+    Ok(cases)
+}
+
+/// What each mechanism is expected to do.
+fn expectation(giveback: Giveback) -> &'static str {
+    match giveback {
+        Giveback::NaiveCron => "oversells: the next reaper puts every unit back again",
+        Giveback::StateMachine => "strands every unit: expired, never put back; no oversell",
+        Giveback::DelayQueue => "the next reaper puts every unit back once: nothing stranded",
+    }
+}
