@@ -7,6 +7,7 @@ use crate::check::CheckArgs;
 use crate::generated::StrategiesArgs;
 use crate::lab::LabArgs;
 use crate::race::RaceArgs;
+use crate::race::reconcile::ReconcileArgs;
 use crate::report::ReportArgs;
 use crate::serve::ServeArgs;
 
@@ -66,6 +67,11 @@ pub enum Command {
     /// 200 or an unknown outcome, and for safe strategies no oversell, no
     /// unit sold twice, no buyer over the limit. Exits 1 on a violation.
     Check(CheckArgs),
+    /// Compare each product's stock counter with the durable truth (units
+    /// on sale less those held, paid or owed back) through a running
+    /// service; `--repair` sets it right without selling what is held.
+    /// Exits 1 when a repair leaves a drift.
+    Reconcile(ReconcileArgs),
     /// Print the strategy catalogue (no server needed): as text, as JSON,
     /// as the README's table or as JMeter's strategies.csv.
     Strategies(StrategiesArgs),

@@ -23,6 +23,7 @@ async fn main() -> ExitCode {
         Command::Race(args) => seckill::race::run(args).await,
         Command::Bench(args) => seckill::bench::run(args).await,
         Command::Check(args) => seckill::check::run(args).await,
+        Command::Reconcile(args) => seckill::race::reconcile::run(args).await,
         Command::Report(args) => seckill::report::run(args).await.map(|()| true),
         Command::Strategies(args) => seckill::generated::run(&args).map(|()| true),
         Command::Errors => {

@@ -226,6 +226,19 @@ pub trait Store: Send + Sync {
     /// overwrite a put-back that landed between its read and its write.
     fn restock<'a>(&'a self, ctx: &'a BuyCtx<'a>, cell: usize, once: bool)
     -> StoreFuture<'a, bool>;
+
+    /// Reconciliation's repair: sets the stock to `stock` if it still is
+    /// `expected` (nothing sold or given back since it was read), in this
+    /// reset; a Redis counter that vanished with its epoch (a Redis that
+    /// came back empty) is laid out again. False when the stock moved.
+    /// Several counters (segments) are set to even shares of `stock`,
+    /// which is safe only under every segment's lock.
+    fn set_stock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        expected: i64,
+        stock: i64,
+    ) -> StoreFuture<'a, bool>;
 }
 
 /// Which holds a reaper asks a [`Book`] for.

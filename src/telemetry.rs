@@ -38,6 +38,15 @@ pub const GROUP_WAIT: &str = "seckill_group_wait_seconds";
 /// (`rate_limited`, `overloaded`, `timeout`).
 pub const REJECTED: &str = "seckill_rejected_total";
 
+/// An order's life after the sale, by event: `paid`, `late_payment` (a
+/// payment told `expired`), `cancelled`, `given_back` (units back on sale).
+pub const ORDER_LIFE: &str = "seckill_order_life_total";
+/// How long after its due time a hold was expired by a reaper: how far
+/// behind the reaper runs.
+pub const REAPER_LAG: &str = "seckill_reaper_lag_seconds";
+/// Every order-life event ([`ORDER_LIFE`]'s), each at 0 from the start.
+pub const LIFE_EVENTS: [&str; 4] = ["paid", "late_payment", "cancelled", "given_back"];
+
 /// Every reason a request is turned away for ([`rejected`]'s): each
 /// series exists from the start at 0, so a dashboard's `rate()` shows a
 /// flat zero rather than no data until the first rejection.
@@ -109,6 +118,18 @@ fn describe() {
     for reason in REJECT_REASONS {
         counter!(REJECTED, "reason" => reason).increment(0);
     }
+    describe_counter!(
+        ORDER_LIFE,
+        "Order-life events: paid, late_payment, cancelled, given_back."
+    );
+    for event in LIFE_EVENTS {
+        counter!(ORDER_LIFE, "event" => event).increment(0);
+    }
+    describe_histogram!(
+        REAPER_LAG,
+        metrics::Unit::Seconds,
+        "How long after its due time a hold was expired."
+    );
     describe_histogram!(
         GROUP_SIZE,
         metrics::Unit::Count,
@@ -168,4 +189,14 @@ pub fn group(strategy: &'static str, size: usize, waits: impl Iterator<Item = Du
 /// [`REJECT_REASONS`].
 pub fn rejected(reason: &'static str) {
     counter!(REJECTED, "reason" => reason).increment(1);
+}
+
+/// `n` order-life events of kind `event` (one of [`LIFE_EVENTS`]).
+pub fn order_life(event: &'static str, n: u64) {
+    counter!(ORDER_LIFE, "event" => event).increment(n);
+}
+
+/// A hold expired by a reaper `lag` after its due time.
+pub fn reaper_lag(lag: Duration) {
+    histogram!(REAPER_LAG).record(lag.as_secs_f64());
 }

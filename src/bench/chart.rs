@@ -91,6 +91,7 @@ mod tests {
             history_ok: None,
             oversold: None,
             mean_group: None,
+            reaper_lag_ms: None,
             errors: Default::default(),
         }
     }

@@ -1,10 +1,11 @@
-//! How big a group-commit strategy's groups were during one figure, read
-//! from the instances' own `/metrics` (`seckill_group_size`, summed over
-//! the instances), so the bench reports what the service measured rather
-//! than a guess from the load.
+//! How big a group-commit strategy's groups were during one figure, and
+//! how far behind the reapers ran during a figure with holds, read from
+//! the instances' own `/metrics` (`seckill_group_size`,
+//! `seckill_reaper_lag_seconds`, summed over the instances), so the bench
+//! reports what the service measured rather than a guess from the load.
 
 use crate::lab::InstanceInfo;
-use crate::telemetry::GROUP_SIZE;
+use crate::telemetry::{GROUP_SIZE, REAPER_LAG};
 
 /// Buyers and groups so far under `strategy`, over every instance.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -29,6 +30,31 @@ pub async fn totals(
     strategy: &str,
 ) -> anyhow::Result<Totals> {
     let mut totals = Totals::default();
+    let labels = format!("{{strategy=\"{strategy}\"}}");
+    for text in scrape(http, instances).await? {
+        totals.buyers += sample(&text, &format!("{GROUP_SIZE}_sum{labels}"));
+        totals.groups += sample(&text, &format!("{GROUP_SIZE}_count{labels}"));
+    }
+    Ok(totals)
+}
+
+/// Every instance's reaper lag so far, summed: (seconds, holds), the
+/// mean between two readings being how far behind the reapers ran.
+pub async fn reaper_lag(
+    http: &reqwest::Client,
+    instances: &[InstanceInfo],
+) -> anyhow::Result<Totals> {
+    let mut totals = Totals::default();
+    for text in scrape(http, instances).await? {
+        totals.buyers += sample(&text, &format!("{REAPER_LAG}_sum"));
+        totals.groups += sample(&text, &format!("{REAPER_LAG}_count"));
+    }
+    Ok(totals)
+}
+
+/// Every instance's `/metrics`.
+async fn scrape(http: &reqwest::Client, instances: &[InstanceInfo]) -> anyhow::Result<Vec<String>> {
+    let mut texts = Vec::new();
     for instance in instances {
         let text = http
             .get(format!("{}/metrics", instance.url))
@@ -37,17 +63,16 @@ pub async fn totals(
             .error_for_status()?
             .text()
             .await?;
-        totals.buyers += sample(&text, &format!("{GROUP_SIZE}_sum"), strategy);
-        totals.groups += sample(&text, &format!("{GROUP_SIZE}_count"), strategy);
+        texts.push(text);
     }
-    Ok(totals)
+    Ok(texts)
 }
 
-/// The value of `name{strategy="…"}` in a Prometheus text, 0 if absent.
-fn sample(text: &str, name: &str, strategy: &str) -> f64 {
-    let series = format!("{name}{{strategy=\"{strategy}\"}}");
+/// The value of the series `series` (name and labels) in a Prometheus
+/// text, 0 if absent.
+fn sample(text: &str, series: &str) -> f64 {
     text.lines()
-        .find_map(|line| line.strip_prefix(&series))
+        .find_map(|line| line.strip_prefix(series))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or(0.0)
 }
@@ -62,9 +87,14 @@ mod tests {
             seckill_group_size_sum{strategy=\"db-group\"} 120\n\
             seckill_group_size_count{strategy=\"db-group\"} 8\n\
             seckill_group_size_sum{strategy=\"redis-group\"} 7\n";
-        assert_eq!(sample(text, "seckill_group_size_sum", "db-group"), 120.0);
-        assert_eq!(sample(text, "seckill_group_size_count", "db-group"), 8.0);
-        assert_eq!(sample(text, "seckill_group_size_count", "redis-group"), 0.0);
+        let db = "{strategy=\"db-group\"}";
+        let redis = "{strategy=\"redis-group\"}";
+        assert_eq!(sample(text, &format!("seckill_group_size_sum{db}")), 120.0);
+        assert_eq!(sample(text, &format!("seckill_group_size_count{db}")), 8.0);
+        assert_eq!(
+            sample(text, &format!("seckill_group_size_count{redis}")),
+            0.0
+        );
         let before = Totals {
             buyers: 20.0,
             groups: 4.0,

@@ -58,6 +58,13 @@ pub struct BenchArgs {
     /// Requests (or statements) in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
+    /// Also measure each strategy with holds of this many ms
+    /// (`pay_within_ms`; 0: not): nobody pays, so from the first hold's due
+    /// time on, the reapers give units back at the sale's own rate. The
+    /// figure is named `<strategy>+holds` and says how far behind its due
+    /// time the reapers took a hold, on average.
+    #[arg(long, default_value_t = 0)]
+    pub pay_within_ms: u64,
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -94,6 +101,10 @@ pub struct BenchRow {
     /// A group-commit strategy's mean group (buyers per step), from the
     /// instances' `/metrics`.
     pub mean_group: Option<f64>,
+    /// A figure with holds: how long after its due time the reapers took
+    /// a hold, on average, from the instances' `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reaper_lag_ms: Option<f64>,
     /// Non-successes by error code.
     pub errors: BTreeMap<String, u64>,
 }
@@ -198,29 +209,76 @@ async fn measure(
         safe,
     )?;
     for (index, strategy) in args.strategies.iter().enumerate() {
-        for limit in [0, 1] {
-            eprintln!("bench: {strategy}, per_user_limit {limit}");
-            let product = 990_001 + 2 * index as i64 + i64::from(limit);
-            let settings = Settings {
-                work_ms: 0,
-                per_user_limit: limit,
-                ..Settings::default()
+        let mut figures = vec![(0, 0), (1, 0)];
+        if args.pay_within_ms > 0 {
+            figures.push((0, args.pay_within_ms));
+        }
+        for (slot, (limit, pay_within_ms)) in figures.into_iter().enumerate() {
+            let figure = Figure {
+                strategy,
+                product: 990_001 + 3 * index as i64 + slot as i64,
+                limit,
+                pay_within_ms,
             };
-            reset(&gateway, product, strategy, MAX_STOCK, settings).await?;
-            let before = groups::totals(&gateway.http, &lab.info.instances, strategy).await?;
-            let (sample, attempts, began) =
-                load::buys(&gateway, product, n, warmup, duration).await;
-            let after = groups::totals(&gateway.http, &lab.info.instances, strategy).await?;
-            let row = settled_row(&gateway, &audit, product, &attempts, began).await?;
-            rows.push(BenchRow {
-                history_ok: row.history_ok,
-                oversold: Some(row.oversold),
-                mean_group: after.mean_since(before).map(round),
-                ..BenchRow::of(strategy, Some(limit), &sample, bases)
-            });
+            let window = (n, warmup, duration);
+            rows.push(figure.measure(&gateway, lab, &audit, window, bases).await?);
         }
     }
     Ok(rows)
+}
+
+/// One strategy figure: a strategy, its product, its limit and holds.
+struct Figure<'a> {
+    strategy: &'a str,
+    product: i64,
+    limit: u32,
+    pay_within_ms: u64,
+}
+
+impl Figure<'_> {
+    /// Measures the figure under `(in flight, warm-up, duration)`.
+    async fn measure(
+        &self,
+        gateway: &Target,
+        lab: &Lab,
+        audit: &Audit,
+        (n, warmup, duration): (usize, Duration, Duration),
+        bases: [f64; 3],
+    ) -> anyhow::Result<BenchRow> {
+        let (strategy, limit) = (self.strategy, self.limit);
+        let holds = self.pay_within_ms > 0;
+        let name = if holds {
+            format!("{strategy}+holds")
+        } else {
+            strategy.to_owned()
+        };
+        eprintln!("bench: {name}, per_user_limit {limit}");
+        let settings = Settings {
+            work_ms: 0,
+            per_user_limit: limit,
+            pay_within_ms: self.pay_within_ms,
+            ..Settings::default()
+        };
+        reset(gateway, self.product, strategy, MAX_STOCK, settings).await?;
+        let (http, instances) = (&gateway.http, &lab.info.instances);
+        let before = groups::totals(http, instances, strategy).await?;
+        let lag_before = groups::reaper_lag(http, instances).await?;
+        let (sample, attempts, began) =
+            load::buys(gateway, self.product, n, warmup, duration).await;
+        let after = groups::totals(http, instances, strategy).await?;
+        let lag_after = groups::reaper_lag(http, instances).await?;
+        let row = settled_row(gateway, audit, self.product, &attempts, began).await?;
+        Ok(BenchRow {
+            history_ok: row.history_ok,
+            oversold: Some(row.oversold),
+            mean_group: after.mean_since(before).map(round),
+            reaper_lag_ms: holds
+                .then(|| lag_after.mean_since(lag_before))
+                .flatten()
+                .map(|s| round(s * 1000.0)),
+            ..BenchRow::of(&name, Some(limit), &sample, bases)
+        })
+    }
 }
 
 impl BenchRow {
@@ -241,6 +299,7 @@ impl BenchRow {
             history_ok: None,
             oversold: None,
             mean_group: None,
+            reaper_lag_ms: None,
             errors: sample.errors.clone(),
         }
     }
@@ -273,7 +332,10 @@ fn render(rows: &[BenchRow]) -> String {
             Some(false) => "FAIL",
             None => "-",
         };
-        let errors: Vec<String> = r.errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut errors: Vec<String> = r.errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if let Some(lag) = r.reaper_lag_ms {
+            errors.push(format!("(reapers {lag:.0} ms behind due)"));
+        }
         let group = r.mean_group.map_or("-".to_owned(), |g| format!("{g:.1}"));
         out.push_str(&format!(
             "{:<16} {:>5} {:>10.0} {:>10.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>6}  {}\n",

@@ -1,13 +1,17 @@
-//! `PUT /admin/products/{id}`: create or reset a product.
+//! `PUT /admin/products/{id}`: create or reset a product;
+//! `POST /admin/reconcile`: each counter against the durable truth.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
+use serde::Deserialize;
 use subtle::ConstantTimeEq;
+use utoipa::IntoParams;
 
 use super::AppState;
 use crate::error::{ApiError, ErrorBody};
+use crate::life::{self, reconcile::Drift};
 use crate::product::{Product, ResetRequest, parse_id};
 use crate::products;
 use crate::soldout;
@@ -63,4 +67,50 @@ fn authorize(headers: &HeaderMap, expected: &str) -> Result<(), ApiError> {
     } else {
         Err(ApiError::Forbidden)
     }
+}
+
+/// `POST /admin/reconcile`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReconcileQuery {
+    /// Put owed units back and set each drifting counter to its truth;
+    /// without it, only report.
+    #[serde(default)]
+    pub repair: bool,
+    /// Only this product (default: every product).
+    #[param(minimum = 1)]
+    pub product: Option<i64>,
+}
+
+/// Compares each product's stock counter with the durable truth (units on
+/// sale less those held, paid or owed back) and, with `repair`, sets it
+/// to the truth without ever selling what is held.
+#[utoipa::path(
+    post,
+    path = "/admin/reconcile",
+    tag = "admin",
+    params(ReconcileQuery),
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "each product's drift, and what the repair did", body = Vec<Drift>),
+        (status = 400, description = "`bad_request`: a malformed query", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: no bearer token", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not the admin token", body = ErrorBody),
+        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+        (status = 503, description = "`unavailable`: a backend is down, or a product's lock was not acquired", body = ErrorBody),
+    )
+)]
+pub async fn reconcile(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<ReconcileQuery>, QueryRejection>,
+) -> Result<Json<Vec<Drift>>, ApiError> {
+    authorize(&headers, &app.inner.admin_token)?;
+    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let ids: Vec<i64> = query.product.into_iter().collect();
+    let drifts = life::reconcile::run(app.shop(), &ids, query.repair).await?;
+    if query.repair {
+        tracing::info!(products = drifts.len(), "reconciled with repair");
+    }
+    Ok(Json(drifts))
 }

@@ -240,6 +240,7 @@ mod tests {
             "GET /report",
             "GET /live",
             "PUT /admin/products/{id}",
+            "POST /admin/reconcile",
             "GET /strategies",
             "GET /healthz",
             "GET /readyz",

@@ -159,6 +159,7 @@ fn routes(edge: Option<&EdgeArgs>) -> OpenApiRouter<AppState> {
         .routes(routes!(report::dashboard))
         .routes(routes!(live::view))
         .routes(routes!(admin::reset).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)))
+        .routes(routes!(admin::reconcile))
         .routes(routes!(meta::strategies))
         .routes(routes!(meta::healthz))
         .routes(routes!(meta::readyz))

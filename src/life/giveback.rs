@@ -10,6 +10,7 @@ use crate::products::Listed;
 use crate::purchase::Shop;
 use crate::sale::BuyCtx;
 use crate::soldout;
+use crate::telemetry;
 
 /// The naive job's steps for `orders`: every unit put back with no state
 /// check, then — after the `reaper_pause_ms` knob — every order marked
@@ -44,6 +45,17 @@ pub async fn after_expiry(
         return Ok(0);
     }
     pause(listed).await;
+    settle_owed(shop, listed, orders).await
+}
+
+/// Each of `orders` (expired, their units owed) put back once and marked
+/// returned, with no pause: the second half of [`after_expiry`], and
+/// reconciliation's way with owed units. How many units went back.
+pub async fn settle_owed(
+    shop: &Shop,
+    listed: &Listed,
+    orders: &[Order],
+) -> Result<usize, BackendError> {
     let mut back = 0;
     for order in orders {
         back += usize::from(put_back(shop, listed, order, true).await?);
@@ -89,6 +101,7 @@ async fn announce(shop: &Shop, listed: &Listed, back: usize) {
     if back == 0 {
         return;
     }
+    telemetry::order_life("given_back", back as u64);
     let id = listed.product.id;
     shop.memory.sold_out.clear(id);
     let told = match shop.backends.lane.get().await {

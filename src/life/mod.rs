@@ -11,6 +11,7 @@
 
 pub mod giveback;
 pub mod reaper;
+pub mod reconcile;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,7 @@ use crate::purchase::Shop;
 use crate::sale::Book;
 use crate::store::mysql_book::MysqlBook;
 use crate::store::pg_book::PgBook;
+use crate::telemetry;
 
 /// An order as its buyer sees it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -157,7 +159,10 @@ pub async fn pay(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, 
     match view_of(&tracked, &listed).status {
         Status::Held => {}
         Status::Paid => return Ok(view_of(&tracked, &listed)),
-        Status::Expired => return Err(Refused::Expired),
+        Status::Expired => {
+            telemetry::order_life("late_payment", 1);
+            return Err(Refused::Expired);
+        }
         status @ Status::Sold => return Err(Refused::NotHeld(status)),
     }
     let now = now_ms();
@@ -169,7 +174,13 @@ pub async fn pay(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, 
     book.adopt(&shop.backends, &tracked.order).await?;
     book.pay(&shop.backends, order_id, payable_from, now as i64)
         .await?;
-    settled(shop, &listed, order_id, Status::Paid).await
+    let paid = settled(shop, &listed, order_id, Status::Paid).await;
+    match &paid {
+        Ok(_) => telemetry::order_life("paid", 1),
+        Err(Refused::Expired) => telemetry::order_life("late_payment", 1),
+        Err(_) => {}
+    }
+    paid
 }
 
 /// `POST /orders/{id}/cancel`: the buyer gives the hold up, and its unit
@@ -194,7 +205,11 @@ pub async fn cancel(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderVie
             }
         }
     }
-    settled(shop, &listed, order_id, Status::Expired).await
+    let cancelled = settled(shop, &listed, order_id, Status::Expired).await;
+    if cancelled.is_ok() {
+        telemetry::order_life("cancelled", 1);
+    }
+    cancelled
 }
 
 /// The order after a transition was tried: `wanted` if it got there (by

@@ -5,17 +5,20 @@
 //! giving one unit back twice; the naive job does not, which is its
 //! failure.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::backends::error::BackendError;
-use crate::product::life::{Giveback, overdue_below};
+use crate::orders::Order;
+use crate::product::life::{Giveback, overdue_below, pay_by_ms};
 use crate::product::now_ms;
 use crate::products::{self, Listed};
 use crate::purchase::Shop;
 use crate::sale::Due;
+use crate::telemetry;
 
 use super::giveback;
 
@@ -30,10 +33,11 @@ const BATCH: i64 = 500;
 pub async fn run(shop: Arc<Shop>, mut stopping: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let busy = Busy::default();
     while !*stopping.borrow() {
         tokio::select! {
             _ = tick.tick() => {
-                if let Err(error) = pass(&shop).await {
+                if let Err(error) = pass(&shop, &busy).await {
                     tracing::warn!(%error, "reaper pass failed");
                 }
             }
@@ -42,24 +46,54 @@ pub async fn run(shop: Arc<Shop>, mut stopping: watch::Receiver<bool>) {
     }
 }
 
-/// One pass over every product that takes payment, all at once (one
-/// product's pause or slow lock holds up no other).
-async fn pass(shop: &Shop) -> Result<(), BackendError> {
-    let products = products::all(&shop.backends).await?;
-    let reaps = products
-        .into_iter()
-        .filter(|p| p.settings.pay_within_ms > 0)
-        .map(|product| async move {
+/// The products this instance's reaper is giving back now: each product
+/// is reaped by one task at a time, and a product whose give-back takes
+/// long (its pause, a slow lock) holds up no other product's.
+#[derive(Clone, Default)]
+struct Busy(Arc<Mutex<HashSet<i64>>>);
+
+impl Busy {
+    /// Marks `id` busy until the returned guard is dropped (a panicking
+    /// give-back included); `None` if it already was.
+    fn take(&self, id: i64) -> Option<Taken> {
+        let fresh = self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(id);
+        fresh.then(|| Taken(self.clone(), id))
+    }
+}
+
+/// A product marked busy, for as long as this lives.
+struct Taken(Busy, i64);
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        let Taken(Busy(set), id) = self;
+        set.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
+
+/// Starts a give-back for every product that takes payment and is not
+/// being reaped already; does not wait for them.
+async fn pass(shop: &Arc<Shop>, busy: &Busy) -> Result<(), BackendError> {
+    for product in products::all(&shop.backends).await? {
+        if product.settings.pay_within_ms == 0 {
+            continue;
+        }
+        let Some(taken) = busy.take(product.id) else {
+            continue;
+        };
+        let shop = shop.clone();
+        tokio::spawn(async move {
+            let _taken = taken;
             let id = product.id;
             let reaped = match Listed::new(&shop.catalogue, product) {
-                Ok(listed) => reap(shop, &listed).await,
+                Ok(listed) => reap(&shop, &listed).await,
                 Err(error) => Err(error),
             };
             if let Err(error) = reaped {
                 tracing::warn!(%error, product = id, "giving overdue holds back failed");
             }
         });
-    futures::future::join_all(reaps).await;
+    }
     Ok(())
 }
 
@@ -75,6 +109,7 @@ pub async fn reap(shop: &Shop, listed: &Listed) -> Result<usize, BackendError> {
                 .due(backends, product, Due::Overdue(cutoff), BATCH)
                 .await?;
             if !due.is_empty() {
+                lag(settings.pay_within_ms, &due);
                 back += giveback::naive(shop, listed, &due).await?;
             }
         }
@@ -86,15 +121,28 @@ pub async fn reap(shop: &Shop, listed: &Listed) -> Result<usize, BackendError> {
                     won.push(order);
                 }
             }
+            lag(settings.pay_within_ms, &won);
             back += giveback::after_expiry(shop, listed, &won).await?;
         }
         Giveback::DelayQueue => {
             // What an earlier pass (here or on a dead instance) expired
             // and did not finish, then what is newly due.
             let mut orders = book.due(backends, product, Due::Owed, BATCH).await?;
-            orders.extend(book.claim(backends, product, cutoff, BATCH).await?);
+            let claimed = book.claim(backends, product, cutoff, BATCH).await?;
+            lag(settings.pay_within_ms, &claimed);
+            orders.extend(claimed);
             back += giveback::after_expiry(shop, listed, &orders).await?;
         }
     }
     Ok(back)
+}
+
+/// Records how long after its due time each of `orders` was taken.
+fn lag(pay_within_ms: u64, orders: &[Order]) {
+    let now = now_ms();
+    for order in orders {
+        if let Some(due) = pay_by_ms(order.order_id, pay_within_ms) {
+            telemetry::reaper_lag(Duration::from_millis(now.saturating_sub(due)));
+        }
+    }
 }

@@ -260,6 +260,29 @@ impl Target {
         OrderAnswer { status, said }
     }
 
+    /// `POST /admin/reconcile`: every product's drift (or `product`'s),
+    /// repaired with `repair`.
+    pub async fn reconcile(
+        &self,
+        repair: bool,
+        product: Option<i64>,
+    ) -> anyhow::Result<Vec<crate::life::reconcile::Drift>> {
+        let mut url = format!("{}/admin/reconcile?repair={repair}", self.base);
+        if let Some(id) = product {
+            url.push_str(&format!("&product={id}"));
+        }
+        let response = self
+            .http
+            .post(url)
+            .bearer_auth(&self.admin_token)
+            .send()
+            .await?;
+        let status = response.status();
+        let body = response.text().await?;
+        anyhow::ensure!(status.is_success(), "reconcile answered {status}: {body}");
+        Ok(serde_json::from_str(&body)?)
+    }
+
     /// One product's ledger.
     pub async fn ledger(&self, id: i64) -> anyhow::Result<Ledger> {
         self.get(&format!("/stock/{id}")).await

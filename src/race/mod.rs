@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod driver;
+pub mod reconcile;
 pub mod scenario;
 mod table;
 

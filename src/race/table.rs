@@ -217,9 +217,24 @@ pub fn render_scenarios(rows: &[ScenarioRow]) -> String {
                 })
                 .collect();
             let life = r.life.as_ref().map(life_cells).unwrap_or_default();
+            let reconciled = r
+                .reconciled
+                .as_ref()
+                .map(|d| {
+                    let after = d.drift_after.map_or_else(|| "-".into(), |a| a.to_string());
+                    format!(
+                        " / reconcile: drift {} (counter {}, truth {}), after repair {after}",
+                        d.drift, d.remaining, d.truth
+                    )
+                })
+                .unwrap_or_default();
             (
                 cells,
-                format!("{} / {}{masters}{life}", r.expected, errors(&r.row)),
+                format!(
+                    "{} / {}{masters}{life}{reconciled}",
+                    r.expected,
+                    errors(&r.row)
+                ),
             )
         })
         .collect();
@@ -234,13 +249,15 @@ fn life_cells(life: &LifeOutcome) -> String {
         .unwrap_or_default();
     format!(
         " / held={} paid={} expired={} returned={} stranded={} paid_and_returned={} \
-         pays: ok={} expired={}{paid_in}",
+         owed={} drift={} pays: ok={} expired={}{paid_in}",
         life.held,
         life.paid,
         life.expired,
         life.returned,
         life.stranded,
         life.paid_and_returned,
+        life.owed,
+        life.drift,
         life.pays_ok,
         life.pays_expired
     )

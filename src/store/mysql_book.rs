@@ -250,3 +250,19 @@ async fn uncount(tx: &mut MySqlConnection, ctx: &BuyCtx<'_>) -> Result<(), Backe
     .await?;
     Ok(())
 }
+
+/// Sets MySQL's row to `stock` if it holds `expected` in this reset (see
+/// [`crate::sale::Store::set_stock`]).
+pub async fn set_stock(ctx: &BuyCtx<'_>, expected: i64, stock: i64) -> Result<bool, BackendError> {
+    let set = sqlx::query(
+        "UPDATE products SET stock = ?, version = version + 1 \
+         WHERE id = ? AND epoch = ? AND stock = ?",
+    )
+    .bind(stock)
+    .bind(ctx.product.id)
+    .bind(ctx.product.epoch)
+    .bind(expected)
+    .execute(ctx.backends.mysql()?)
+    .await?;
+    Ok(set.rows_affected() == 1)
+}

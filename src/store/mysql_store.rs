@@ -58,6 +58,15 @@ impl Store for MysqlStore {
         Box::pin(super::mysql_book::restock(ctx, once))
     }
 
+    fn set_stock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        expected: i64,
+        stock: i64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(super::mysql_book::set_stock(ctx, expected, stock))
+    }
+
     fn recheck_every(&self) -> Duration {
         Duration::from_millis(250)
     }

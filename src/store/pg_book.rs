@@ -225,3 +225,19 @@ async fn uncount(tx: &mut PgConnection, ctx: &BuyCtx<'_>) -> Result<(), BackendE
     .await?;
     Ok(())
 }
+
+/// Sets PostgreSQL's row to `stock` if it holds `expected` in this reset
+/// (see [`crate::sale::Store::set_stock`]).
+pub async fn set_stock(ctx: &BuyCtx<'_>, expected: i64, stock: i64) -> Result<bool, BackendError> {
+    let set = sqlx::query(
+        "UPDATE products SET stock = $3, version = version + 1 \
+         WHERE id = $1 AND epoch = $2 AND stock = $4",
+    )
+    .bind(ctx.product.id)
+    .bind(ctx.product.epoch)
+    .bind(stock)
+    .bind(expected)
+    .execute(&ctx.backends.pg)
+    .await?;
+    Ok(set.rows_affected() == 1)
+}

@@ -52,6 +52,15 @@ impl Store for PgStore {
         Box::pin(super::pg_book::restock(ctx, once))
     }
 
+    fn set_stock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        expected: i64,
+        stock: i64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(super::pg_book::set_stock(ctx, expected, stock))
+    }
+
     fn recheck_every(&self) -> Duration {
         Duration::from_millis(250)
     }

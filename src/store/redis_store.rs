@@ -19,7 +19,7 @@ use crate::limit;
 use crate::orders::Order;
 use crate::orders::writer::find_in_stream;
 use crate::product::keys::RedisCell;
-use crate::product::shares::through;
+use crate::product::shares::{split, through};
 use crate::product::{Product, StoreKind, keys};
 use crate::sale::{Book, BuyCtx, Rows, Store, StoreFuture, Written};
 
@@ -73,6 +73,20 @@ static RESTOCK: LazyLock<Script> = LazyLock::new(|| {
          redis.call('INCR', KEYS[1]) \
          if ARGV[4] == '1' and tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0') > 0 \
          then redis.call('HINCRBY', KEYS[3], ARGV[3], -1) end \
+         return 1",
+    )
+});
+
+/// KEYS: stock, epoch. ARGV: expected stock, new stock, epoch. Sets the
+/// stock if it is the expected one and the epoch is this reset's (or gone
+/// with the rest of Redis's data, when it is written again): 1, else 0.
+static SET_IF: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if tonumber(redis.call('GET', KEYS[1]) or '0') ~= tonumber(ARGV[1]) then return 0 end \
+         local epoch = redis.call('GET', KEYS[2]) \
+         if epoch and epoch ~= ARGV[3] then return 0 end \
+         redis.call('SET', KEYS[1], ARGV[2]) \
+         if not epoch then redis.call('SET', KEYS[2], ARGV[3]) end \
          return 1",
     )
 });
@@ -300,6 +314,58 @@ impl Store for RedisStore {
                 limit::give_back(ctx).await;
             }
             Ok(back == 1)
+        })
+    }
+
+    fn set_stock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        expected: i64,
+        stock: i64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            if let [cell] = self.cells.as_slice() {
+                let set: i64 = SET_IF
+                    .key(&cell.key)
+                    .key(cell.place.epoch())
+                    .arg(expected)
+                    .arg(stock)
+                    .arg(ctx.product.epoch)
+                    .invoke_async(&mut ctx.redis.clone())
+                    .await?;
+                return Ok(set == 1);
+            }
+            // Several counters: nothing moves them while the caller holds
+            // every segment's lock, so read them all, then set each.
+            let keys: Vec<String> = self.cells.iter().map(|c| c.key.clone()).collect();
+            let mut conn = ctx.redis.clone();
+            let now: Vec<i64> = conn
+                .get_each::<i64>(&keys)
+                .await?
+                .into_iter()
+                .map(|v| v.unwrap_or(0))
+                .collect();
+            if now.iter().sum::<i64>() != expected {
+                return Ok(false);
+            }
+            let shares = split(stock, self.cells.len());
+            let mut set = 1;
+            for ((cell, was), share) in self.cells.iter().zip(now).zip(shares) {
+                set &= SET_IF
+                    .key(&cell.key)
+                    .key(cell.place.epoch())
+                    .arg(was)
+                    .arg(share)
+                    .arg(ctx.product.epoch)
+                    .invoke_async::<i64>(&mut conn)
+                    .await?;
+            }
+            if set != 1 {
+                return Err(BackendError::Corrupt(
+                    "a counter moved while every segment was locked".into(),
+                ));
+            }
+            Ok(true)
         })
     }
 

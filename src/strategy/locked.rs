@@ -126,6 +126,16 @@ impl<L: Lock> Strategy for Locked<L> {
         under_lock(&self.lock, ctx, ctx.store.restock(ctx, cell, once)).await
     }
 
+    /// Under the lock, for the same reason as [`Strategy::restock`].
+    async fn repair(
+        &self,
+        ctx: &BuyCtx<'_>,
+        expected: i64,
+        stock: i64,
+    ) -> Result<bool, BackendError> {
+        under_lock(&self.lock, ctx, ctx.store.set_stock(ctx, expected, stock)).await
+    }
+
     async fn reading(
         &self,
         backends: &Backends,

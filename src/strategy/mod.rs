@@ -149,6 +149,17 @@ pub trait Strategy: Send + Sync {
             ctx.store.restock(ctx, cell, once).await
         }
     }
+
+    /// Reconciliation's repair ([`Store::set_stock`]), guarded as
+    /// [`Strategy::restock`] is.
+    fn repair(
+        &self,
+        ctx: &BuyCtx<'_>,
+        expected: i64,
+        stock: i64,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send {
+        ctx.store.set_stock(ctx, expected, stock)
+    }
 }
 
 /// The store a product uses under a strategy: its `store` setting, or the
@@ -178,6 +189,13 @@ pub trait Sells: Send + Sync {
         &'a self,
         ctx: &'a BuyCtx<'a>,
         once: bool,
+    ) -> BoxFuture<'a, Result<bool, BackendError>>;
+    /// See [`Strategy::repair`]; the future boxed.
+    fn repair<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        expected: i64,
+        stock: i64,
     ) -> BoxFuture<'a, Result<bool, BackendError>>;
 }
 
@@ -212,5 +230,14 @@ impl<S: Strategy> Sells for S {
         once: bool,
     ) -> BoxFuture<'a, Result<bool, BackendError>> {
         Box::pin(Strategy::restock(self, ctx, once))
+    }
+
+    fn repair<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        expected: i64,
+        stock: i64,
+    ) -> BoxFuture<'a, Result<bool, BackendError>> {
+        Box::pin(Strategy::repair(self, ctx, expected, stock))
     }
 }

@@ -119,6 +119,16 @@ async fn walk(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
     unreachable!("the loop above only ends by returning")
 }
 
+/// Releases the segment locks `guards` hold (best effort: a lock not
+/// released expires with its lease).
+async fn release_all(ctx: &BuyCtx<'_>, locks: &[SegmentLock], guards: Vec<Token>) {
+    for (lock, guard) in locks.iter().zip(guards) {
+        if let Err(error) = lock.release(ctx, guard).await {
+            tracing::warn!(%error, product = ctx.product.id, "segment lock release failed");
+        }
+    }
+}
+
 /// One segment's lock: a single `SET NX PX` try (a busy segment is walked
 /// past, not waited for).
 struct SegmentLock {
@@ -175,6 +185,43 @@ impl Strategy for Segmented {
             key: keys::segment_lock(ctx.product.id, k as u32, segments),
         };
         locked::under_lock(&lock, ctx, ctx.store.restock(ctx, k, once)).await
+    }
+
+    /// Under every segment's lock, taken in order: no sale and no
+    /// put-back moves a counter while they are all set.
+    async fn repair(
+        &self,
+        ctx: &BuyCtx<'_>,
+        expected: i64,
+        stock: i64,
+    ) -> Result<bool, BackendError> {
+        let segments = ctx.product.settings.segments.max(1);
+        let deadline =
+            Instant::now() + Duration::from_millis(ctx.product.settings.acquire_timeout_ms);
+        let locks: Vec<SegmentLock> = (0..segments)
+            .map(|k| SegmentLock {
+                key: keys::segment_lock(ctx.product.id, k, segments),
+            })
+            .collect();
+        let mut guards = Vec::new();
+        for lock in &locks {
+            loop {
+                if let Some(guard) = lock.acquire(ctx, deadline).await? {
+                    guards.push(guard);
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    release_all(ctx, &locks, guards).await;
+                    return Err(BackendError::Unavailable(
+                        "the segments' locks were not acquired within acquire_timeout_ms".into(),
+                    ));
+                }
+                tokio::time::sleep(ctx.store.recheck_every()).await;
+            }
+        }
+        let set = ctx.store.set_stock(ctx, expected, stock).await;
+        release_all(ctx, &locks, guards).await;
+        set
     }
 
     /// One counter per segment, each in its own place.

@@ -59,6 +59,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                         row.oversold == 0
                             && life.paid == UNITS
                             && life.stranded == 0
+                            && life.drift == 0
                             && all_paid.is_some()
                     })
                     .await?,

@@ -218,5 +218,6 @@ fn judged(row: Row, how: How, variant: &str, on_victim: i64) -> ScenarioRow {
         masters: Vec::new(),
         cut: None,
         life: None,
+        reconciled: None,
     }
 }

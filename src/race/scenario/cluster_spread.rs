@@ -144,6 +144,7 @@ fn judged(
         masters,
         cut: None,
         life: None,
+        reconciled: None,
     }
 }
 

@@ -36,6 +36,15 @@ pub struct LifeOutcome {
     pub pays_ok: u64,
     /// Payments answered 409 `expired`.
     pub pays_expired: u64,
+    /// Reconciliation's `counter - truth` after the race: above 0, a unit
+    /// was given back twice.
+    #[serde(default)]
+    pub drift: i64,
+    /// Reconciliation's count of expired holds whose unit is not back on
+    /// sale after the race (stranded by a reaper that died, or still on
+    /// their way back).
+    #[serde(default)]
+    pub owed: i64,
     /// `abandoned-carts`: ms from the first buy until the last unit was
     /// paid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,6 +161,11 @@ impl Ctx {
         let mut life = LifeOutcome::of(&ledger, race.giveback);
         life.count_pays(race.pays);
         life.all_paid_ms = race.all_paid_ms;
+        // Reported, not repaired: a unit given back twice shows as a
+        // counter above its truth, a stranded one below.
+        let reconciled = target.reconcile(false, Some(race.product)).await?.pop();
+        life.drift = reconciled.as_ref().map_or(0, |d| d.drift);
+        life.owed = reconciled.as_ref().map_or(0, |d| d.owed);
         let honest =
             row.client_ok + row.unknown_sold == row.sold && crate::check::truthful(&row.violations);
         Ok(ScenarioRow {
@@ -163,6 +177,7 @@ impl Ctx {
             masters: Vec::new(),
             cut: None,
             life: Some(life),
+            reconciled,
         })
     }
 }

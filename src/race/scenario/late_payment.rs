@@ -7,8 +7,8 @@
 //! late half waits until the reaper has begun on them — the product's
 //! counter shows a unit back (the naive job puts units back first) or a
 //! late hold reads `expired` (the state machine expires first) — and then
-//! pays, inside the pause. After the give-back, as many new buyers again
-//! buy what came back.
+//! pays, inside the pause. Once the give-back is over (every late hold
+//! marked returned), as many new buyers again buy what came back.
 //!
 //! Expected, from the mechanisms (`src/life/giveback.rs`):
 //! - `naive-cron` has put the late holds' units back and marks them only
@@ -55,7 +55,8 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 reaper_began(&gateway, product, late).await?;
                 pays.extend(pay_all(&gateway, late).await);
                 // The give-back's second step, then what came back sold.
-                tokio::time::sleep(Duration::from_millis(PAUSE_MS + 500)).await;
+                // Not over in time: the row's judgement says so.
+                let _ = given_back(&gateway, product, late.len()).await;
                 attempts.extend(fire(&gateway, product, "lp2", 2 * UNITS, UNITS, None).await);
                 let expected = expectation(giveback);
                 let race = LifeRace {
@@ -78,6 +79,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                                 && life.pays_expired == late_count
                                 && life.paid_and_returned == 0
                                 && life.stranded == 0
+                                && life.drift == 0
                         }
                     })
                     .await?,
@@ -95,6 +97,17 @@ fn expectation(giveback: Giveback) -> &'static str {
         Giveback::NaiveCron => "oversells: late payers pay for units already back on sale",
         _ => "no oversell: every late payer told expired, each unit back once",
     }
+}
+
+/// Waits until the reaper has finished with the late holds: all of them
+/// returned (put back and marked, or, naive, marked after being paid).
+async fn given_back(gateway: &Target, product: i64, late: usize) -> anyhow::Result<()> {
+    wait_for(
+        "the give-back to finish",
+        Duration::from_secs(20),
+        || async { Ok(gateway.ledger(product).await?.returned >= late as i64) },
+    )
+    .await
 }
 
 /// Waits until the reaper has begun giving `late` back: a unit is back

@@ -73,6 +73,10 @@ pub struct ScenarioRow {
     /// The order-life scenarios' rows: holds, payments, give-backs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub life: Option<holds::LifeOutcome>,
+    /// After a fault that loses writes: what reconciliation found and
+    /// repaired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciled: Option<crate::life::reconcile::Drift>,
 }
 
 /// Whether `row` shows what `expect` predicts (and is honest: every 200 a
@@ -269,6 +273,7 @@ fn judge(row: Row, scenario: Scenario, variant: &str, expect: Expect) -> Scenari
         masters: Vec::new(),
         cut: None,
         life: None,
+        reconciled: None,
     }
 }
 

@@ -93,6 +93,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     masters: Vec::new(),
                     cut: None,
                     life: None,
+                    reconciled: None,
                 });
             }
         }

@@ -191,6 +191,7 @@ async fn cut_mid_sale(
                 resumed_ms,
             }),
             life: None,
+            reconciled: None,
         });
     }
     Ok(rows)

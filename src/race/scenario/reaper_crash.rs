@@ -38,9 +38,11 @@ use crate::race::driver::{Attempt, fire, reset};
 const UNITS: usize = 4;
 /// Long enough to buy and record every product's holds before they fall
 /// due.
-const PAY_WITHIN_MS: u64 = 4_000;
-/// The pause between the give-back's steps, where A dies.
-const PAUSE_MS: u64 = 5_000;
+const PAY_WITHIN_MS: u64 = 8_000;
+/// The pause between the give-back's steps, where A dies: long against
+/// the time it takes to see A inside it for every product (under 1 s on
+/// an idle machine; 5 s was not always enough on a loaded one).
+const PAUSE_MS: u64 = 15_000;
 
 /// One product of the scenario and its first wave.
 struct Case {
@@ -68,6 +70,15 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         }
         fault(lab, &b.name, Signal::SIGSTOP)?;
         for case in &cases {
+            let ledger = on_a.ledger(case.product).await?;
+            anyhow::ensure!(
+                ledger.remaining == 0 && ledger.expired == 0,
+                "staging too slow: product {}'s holds fell due before B was frozen",
+                case.product
+            );
+        }
+        let waited = Instant::now();
+        for case in &cases {
             wait_for(
                 "A's reaper in its pause",
                 Duration::from_secs(20),
@@ -78,10 +89,28 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             )
             .await?;
         }
+        // Logged: the kill must come well inside A's pause.
+        eprintln!(
+            "  A in its pause for every product after {:?}",
+            waited.elapsed()
+        );
         fault(lab, &a.name, Signal::SIGKILL)?;
         fault(lab, &b.name, Signal::SIGCONT)?;
-        // B's reaper: a pass, its pause, its put-backs.
-        tokio::time::sleep(Duration::from_millis(PAUSE_MS + 2_000)).await;
+        // B's reaper: a pass, its pause, its put-backs (the state
+        // machine's B has nothing to do: its wait is the pause's length).
+        tokio::time::sleep(Duration::from_millis(PAUSE_MS + 1_000)).await;
+        for case in &cases {
+            // Not there in time: the row's judgement says so.
+            let _ = wait_for("B's reaper", Duration::from_secs(30), || async {
+                let ledger = on_b.ledger(case.product).await?;
+                Ok(match case.giveback {
+                    Giveback::NaiveCron => ledger.remaining >= 2 * UNITS as i64,
+                    Giveback::StateMachine => true,
+                    Giveback::DelayQueue => ledger.returned >= UNITS as i64,
+                })
+            })
+            .await;
+        }
         let mut rows = Vec::new();
         for mut case in cases {
             case.attempts
@@ -102,9 +131,15 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             rows.push(
                 ctx.life_row(&on_b, race, |row, life| match giveback {
                     Giveback::NaiveCron => row.oversold > 0,
-                    Giveback::StateMachine => row.oversold == 0 && life.stranded == units,
+                    Giveback::StateMachine => {
+                        row.oversold == 0 && life.stranded == units && life.owed == units
+                    }
                     Giveback::DelayQueue => {
-                        row.oversold == 0 && life.stranded == 0 && life.returned == units
+                        row.oversold == 0
+                            && life.stranded == 0
+                            && life.returned == units
+                            && life.owed == 0
+                            && life.drift == 0
                     }
                 })
                 .await?,

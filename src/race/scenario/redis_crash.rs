@@ -41,6 +41,7 @@ use super::{Ctx, ScenarioRow};
 use crate::info::Scenario;
 use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
+use crate::life::reconcile::Drift;
 use crate::product::Settings;
 use crate::race::client::Target;
 use crate::race::driver::{Attempt, Row, fire, reset};
@@ -138,6 +139,8 @@ pub(super) struct Crash {
     pub acknowledged: u64,
     /// 200s after the restart.
     pub sold_after: u64,
+    /// What reconciliation found after the race, and repaired.
+    pub reconciled: Option<Drift>,
 }
 
 impl Crash {
@@ -159,6 +162,7 @@ impl Crash {
             masters: Vec::new(),
             cut: None,
             life: None,
+            reconciled: self.reconciled,
         }
     }
 }
@@ -210,10 +214,12 @@ pub(super) async fn crash_mid_sale(
     let row = ctx
         .scripted_row(&gateway, product, &attempts, started)
         .await?;
+    let reconciled = gateway.reconcile(true, Some(product)).await?.pop();
     Ok(Crash {
         row,
         acknowledged,
         sold_after,
+        reconciled,
     })
 }
 
