@@ -107,7 +107,10 @@ pub async fn reconcile(
 ) -> Result<Json<Vec<Drift>>, ApiError> {
     authorize(&headers, &app.inner.admin_token)?;
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let ids: Vec<i64> = query.product.into_iter().collect();
+    let ids = match query.product {
+        Some(id) => vec![parse_id(&id.to_string())?],
+        None => Vec::new(),
+    };
     let drifts = life::reconcile::run(app.shop(), &ids, query.repair).await?;
     if query.repair {
         tracing::info!(products = drifts.len(), "reconciled with repair");
