@@ -261,10 +261,6 @@ pub trait Book: Send + Sync {
         order_id: Uuid,
     ) -> StoreFuture<'a, Option<Tracked>>;
 
-    /// Records `order` if it is not there yet: an order still on its way
-    /// from a Redis stream, which a payment must not wait for.
-    fn adopt<'a>(&'a self, backends: &'a Backends, order: &'a Order) -> StoreFuture<'a, ()>;
-
     /// held → paid at `now_ms`, if the order still holds its unit and, with
     /// `payable_from`, was made at or after that id (not overdue). True if
     /// this payment won.

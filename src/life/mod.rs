@@ -171,7 +171,6 @@ pub async fn pay(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, 
         .checks_due()
         .then(|| overdue_below(now, settings.pay_within_ms));
     let book = listed.store.book();
-    book.adopt(&shop.backends, &tracked.order).await?;
     book.pay(&shop.backends, order_id, payable_from, now as i64)
         .await?;
     let paid = settled(shop, &listed, order_id, Status::Paid).await;
@@ -194,7 +193,6 @@ pub async fn cancel(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderVie
         status => return Err(Refused::NotHeld(status)),
     }
     let book = listed.store.book();
-    book.adopt(&shop.backends, &tracked.order).await?;
     match listed.product.settings.giveback {
         Giveback::NaiveCron => {
             giveback::naive(shop, &listed, std::slice::from_ref(&tracked.order)).await?;

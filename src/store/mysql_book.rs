@@ -41,12 +41,6 @@ impl Book for MysqlBook {
         })
     }
 
-    /// A MySQL product's orders are inserted in their sale's transaction:
-    /// there is never one on its way.
-    fn adopt<'a>(&'a self, _backends: &'a Backends, _order: &'a Order) -> StoreFuture<'a, ()> {
-        Box::pin(async { Ok(()) })
-    }
-
     fn pay<'a>(
         &'a self,
         backends: &'a Backends,

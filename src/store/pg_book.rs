@@ -7,7 +7,7 @@ use uuid::Uuid;
 use crate::backends::Backends;
 use crate::backends::error::BackendError;
 use crate::orders::state::{OrderRow, Tally, TallyRow, Tracked, TrackedRow, column};
-use crate::orders::{Order, order_columns};
+use crate::orders::Order;
 use crate::product::Product;
 use crate::sale::{Book, BuyCtx, Due, StoreFuture};
 
@@ -29,21 +29,6 @@ impl Book for PgBook {
             .fetch_optional(&backends.pg)
             .await?;
             Ok(row.map(Tracked::from))
-        })
-    }
-
-    fn adopt<'a>(&'a self, backends: &'a Backends, order: &'a Order) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let sql = concat!(
-                "INSERT INTO orders (",
-                order_columns!(),
-                ") VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (order_id) DO NOTHING"
-            );
-            order
-                .bind_insert(sqlx::query(sql))
-                .execute(&backends.pg)
-                .await?;
-            Ok(())
         })
     }
 

@@ -103,7 +103,14 @@ def no_buyer_means_no_buyer(case):
     as its stand-in. A buy generated without the header is meant to have
     no buyer: without this, its `?user=` would buy, and the checks would
     call that accepting an invalid request."""
-    if case.operation.path not in ("/stock/{id}/buy", "/stock/{id}/reserve"):
+    buyer_routes = (
+        "/stock/{id}/buy",
+        "/stock/{id}/reserve",
+        "/orders/{id}",
+        "/orders/{id}/pay",
+        "/orders/{id}/cancel",
+    )
+    if case.operation.path not in buyer_routes:
         return
     headers = {name.lower() for name in (case.headers or {})}
     if "x-user-id" not in headers and case.query:
