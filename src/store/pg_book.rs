@@ -6,8 +6,8 @@ use uuid::Uuid;
 
 use crate::backends::Backends;
 use crate::backends::error::BackendError;
-use crate::orders::state::{OrderRow, Tally, TallyRow, Tracked, TrackedRow, column};
 use crate::orders::Order;
+use crate::orders::state::{OrderRow, Tally, TallyRow, Tracked, TrackedRow, column};
 use crate::product::Product;
 use crate::sale::{Book, BuyCtx, Due, StoreFuture};
 
