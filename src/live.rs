@@ -20,6 +20,7 @@ use utoipa::ToSchema;
 
 use crate::backends::Backends;
 use crate::backends::error::BackendError;
+pub use crate::telemetry::LIFE_EVENTS;
 
 /// How many seconds back the view reaches.
 pub const WINDOW_SECS: u64 = 60;
@@ -74,6 +75,10 @@ pub struct Second {
     pub counts: [u32; OUTCOMES.len()],
     /// Answers by latency bucket, in [`BUCKETS_MS`]' order, then the rest.
     pub latency: [u32; BUCKETS_MS.len() + 1],
+    /// Order-life events, in [`LIFE_EVENTS`]' order (all 0 for a product
+    /// without holds).
+    #[serde(default)]
+    pub life: [u32; LIFE_EVENTS.len()],
 }
 
 impl Second {
@@ -82,6 +87,9 @@ impl Second {
             *a += b;
         }
         for (a, b) in self.latency.iter_mut().zip(other.latency) {
+            *a += b;
+        }
+        for (a, b) in self.life.iter_mut().zip(other.life) {
             *a += b;
         }
     }
@@ -112,20 +120,9 @@ impl LiveStats {
     /// in the second `now_s`.
     pub fn record(&self, product: i64, answer: Answer, took: Duration, now_s: u64) {
         let mut map = self.map();
-        if map.len() >= MAX_PRODUCTS && !map.contains_key(&product) {
+        let Some(second) = current(&mut map, product, now_s) else {
             return;
-        }
-        let seconds = map.entry(product).or_default();
-        if seconds.back().is_none_or(|s| s.t != now_s) {
-            seconds.push_back(Second {
-                t: now_s,
-                ..Second::default()
-            });
-        }
-        while seconds.front().is_some_and(|s| s.t + WINDOW_SECS <= now_s) {
-            seconds.pop_front();
-        }
-        let second = seconds.back_mut().expect("just pushed");
+        };
         second.counts[answer as usize] += 1;
         let ms = took.as_millis() as u64;
         let bucket = BUCKETS_MS
@@ -133,6 +130,17 @@ impl LiveStats {
             .position(|bound| ms <= *bound)
             .unwrap_or(BUCKETS_MS.len());
         second.latency[bucket] += 1;
+    }
+
+    /// Counts `n` order-life events of kind `event` (one of
+    /// [`LIFE_EVENTS`]) for `product`, in the second `now_s`.
+    pub fn record_life(&self, product: i64, event: &str, n: u32, now_s: u64) {
+        let Some(index) = LIFE_EVENTS.iter().position(|e| *e == event) else {
+            return;
+        };
+        if let Some(second) = current(&mut self.map(), product, now_s) {
+            second.life[index] += n;
+        }
     }
 
     /// Forgets product `id` (it was reset).
@@ -161,6 +169,29 @@ impl LiveStats {
                 .collect(),
         }
     }
+}
+
+/// `product`'s second `now_s` in `map`, started if new (the minute
+/// before it dropped); `None` when the map is full of other products.
+fn current(
+    map: &mut HashMap<i64, VecDeque<Second>>,
+    product: i64,
+    now_s: u64,
+) -> Option<&mut Second> {
+    if map.len() >= MAX_PRODUCTS && !map.contains_key(&product) {
+        return None;
+    }
+    let seconds = map.entry(product).or_default();
+    if seconds.back().is_none_or(|s| s.t != now_s) {
+        seconds.push_back(Second {
+            t: now_s,
+            ..Second::default()
+        });
+    }
+    while seconds.front().is_some_and(|s| s.t + WINDOW_SECS <= now_s) {
+        seconds.pop_front();
+    }
+    seconds.back_mut()
 }
 
 fn snapshot_key(instance: &str) -> String {

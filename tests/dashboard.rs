@@ -3,7 +3,8 @@
 //! bar per product is drawn and the oversell shows in red; after the race,
 //! the numbers the page drew — the chart's bars and each product's card —
 //! are the numbers `/report` gives, and each card shows the minute's
-//! answers and the instances that served them.
+//! answers and the instances that served them — and, for a product with
+//! holds, its holds, payments and give-backs.
 
 use seckill_harness as harness;
 
@@ -206,6 +207,22 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
 
     let finished = running.await.expect("race");
     assert_eq!(finished.oversold, 0);
+    // A product with holds nobody pays: its card adds the order life.
+    race_on(
+        &audit,
+        &gateway,
+        Race {
+            product: 1503,
+            strategy: "redis-lua",
+            stock: 5,
+            buyers: 20,
+            concurrency: 10,
+            pace: None,
+            settings: json!({"pay_within_ms": 300}),
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     // After the race: what the page drew is what /report says.
     let dom = chromium(&url, profile.path(), &["--dump-dom".to_owned()]);
     let drawn = drawn_bars(&dom);
@@ -246,6 +263,18 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
             ledger.id
         );
         assert!(text.contains(&format!("sold {}", ledger.sold)), "{text}");
+        let life = format!(
+            "orders: held {} · paid {} · expired {} · returned {}",
+            ledger.held, ledger.paid, ledger.expired, ledger.returned
+        );
+        let holds = ledger.settings.pay_within_ms > 0;
+        assert_eq!(text.contains(&life), holds, "card {}: {text}", ledger.id);
+        assert_eq!(
+            text.contains("given back"),
+            holds,
+            "card {}: {text}",
+            ledger.id
+        );
         assert!(
             text.contains("served by instance-a") && text.contains("instance-b"),
             "{text}"

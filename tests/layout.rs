@@ -164,5 +164,21 @@ async fn the_live_page_cuts_nothing_off_at_either_width() {
         },
     )
     .await;
+    // Holds nobody pays: the card's order-life chart and lines.
+    race_on(
+        &audit,
+        &gateway,
+        Race {
+            product: 4,
+            strategy: "redis-lua",
+            stock: 5,
+            buyers: 20,
+            concurrency: 10,
+            pace: None,
+            settings: json!({"pay_within_ms": 300}),
+        },
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
     assert_nothing_cut(&format!("{}/", lab.info.gateway_url), "the live page");
 }

@@ -1,6 +1,7 @@
 //! The Grafana dashboard against the real thing: a lab with `--observe`
 //! (Prometheus scraping both instances and nginx's exporter), a small race
-//! under a plain Redis strategy, a lock and a group-commit one, then every
+//! under a plain Redis strategy, a lock and a group-commit one, and one
+//! whose holds go unpaid, then every
 //! PromQL expression of `monitoring/grafana/dashboards/seckill.json` run
 //! against that Prometheus: each must parse and return data. Both
 //! Prometheus configurations, the lab's and compose's, pass `promtool
@@ -101,7 +102,15 @@ async fn every_dashboard_query_returns_data_from_the_labs_prometheus() {
 
     let gateway = lab.gateway();
     let audit = lab.audit();
-    for (product, strategy) in [(1, "redis-lua"), (2, "redis-lock"), (3, "redis-group")] {
+    // The fourth holds its sales 300 ms for a payment that never comes:
+    // the reapers give them back (the order-life panels).
+    let races = [
+        (1, "redis-lua", json!({})),
+        (2, "redis-lock", json!({})),
+        (3, "redis-group", json!({})),
+        (4, "redis-lua", json!({"pay_within_ms": 300})),
+    ];
+    for (product, strategy, settings) in races {
         let row = race_on(
             &audit,
             &gateway,
@@ -112,7 +121,7 @@ async fn every_dashboard_query_returns_data_from_the_labs_prometheus() {
                 buyers: 100,
                 concurrency: 20,
                 pace: None,
-                settings: json!({}),
+                settings,
             },
         )
         .await;

@@ -629,7 +629,7 @@ fn a_late_payment_oversells_under_the_naive_job_and_nowhere_else() {
     let rows = scenario("late-payment");
     assert_eq!(rows.len(), 9, "three mechanisms on three stores: {rows:?}");
     for r in &rows {
-        let life = r.life.as_ref().expect("order-life columns");
+        let life = r.row.life.as_ref().expect("order-life columns");
         if giveback(r) == "naive-cron" {
             assert!(r.row.oversold > 0 && life.paid_and_returned > 0, "{r:?}");
         } else {
@@ -652,7 +652,7 @@ fn a_dead_reaper_sells_twice_strands_or_is_taken_over_by_its_mechanism() {
     let rows = scenario("reaper-crash");
     assert_eq!(rows.len(), 9, "three mechanisms on three stores: {rows:?}");
     for r in &rows {
-        let life = r.life.as_ref().expect("order-life columns");
+        let life = r.row.life.as_ref().expect("order-life columns");
         match giveback(r) {
             "naive-cron" => assert!(r.row.oversold > 0, "{r:?}"),
             "state-machine" => {
@@ -676,7 +676,7 @@ fn abandoned_carts_cycle_the_stock_until_every_unit_is_paid() {
     let rows = scenario("abandoned-carts");
     assert_eq!(rows.len(), 6, "two mechanisms on three stores: {rows:?}");
     for r in &rows {
-        let life = r.life.as_ref().expect("order-life columns");
+        let life = r.row.life.as_ref().expect("order-life columns");
         assert_eq!(
             (life.paid, life.stranded, r.row.oversold),
             (r.row.initial, 0, 0),

@@ -176,6 +176,7 @@ pub async fn race_on(audit: &Audit, target: &Target, race: Race<'_>) -> Row {
         pace: race.pace,
         settings,
         reserving: 0,
+        payer: None,
     };
     let row = driver::race(target, &spec, audit).await.expect("race");
     eprintln!("{} {}: {row:?}", race.product, race.strategy);

@@ -40,6 +40,31 @@ impl Completion {
     }
 }
 
+/// What a request did: a buy, or a step of the order's life after it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// `POST /stock/{id}/buy` (left out of the line: a history without
+    /// holds has nothing else).
+    #[default]
+    Buy,
+    /// `POST /orders/{id}/pay`.
+    Pay,
+    /// `POST /orders/{id}/cancel`.
+    Cancel,
+    /// The service's give-back of an abandoned hold, as its buyer saw it:
+    /// from the hold's due time (`start_us`) until the buyer read it
+    /// `expired` (`ok`), or gave up looking (`info`).
+    Expire,
+}
+
+impl Op {
+    /// Whether it is a buy (then the line leaves it out).
+    pub fn is_buy(&self) -> bool {
+        *self == Self::Buy
+    }
+}
+
 /// The race a run of lines belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Race {
@@ -64,11 +89,19 @@ pub struct Race {
     /// PostgreSQL otherwise (absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orders_in: Option<StoreKind>,
+    /// When the race began, in ms since the Unix epoch: the instant the
+    /// events' times count from, so a hold's due time (from its order id)
+    /// can be put on the same clock.
+    #[serde(default)]
+    pub began_ms: u64,
 }
 
 /// One request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
+    /// What it did.
+    #[serde(default, skip_serializing_if = "Op::is_buy")]
+    pub op: Op,
     /// The buyer (Jepsen's process).
     pub buyer: String,
     /// Sent, in µs since the race began.
@@ -84,7 +117,7 @@ pub struct Event {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
     /// The order id of a 200, or of the sale an `outcome_unknown` was
-    /// about.
+    /// about; for the order's later steps, the order they were on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_id: Option<Uuid>,
     /// The instance that answered a 200.
@@ -199,8 +232,10 @@ mod tests {
                 per_user_limit: 0,
                 pay_within_ms: 0,
                 orders_in: None,
+                began_ms: 0,
             },
             events: vec![Event {
+                op: Op::Buy,
                 buyer: "b-0".into(),
                 start_us: 1,
                 end_us: 5,

@@ -21,10 +21,23 @@
 //!
 //! With `pay_within_ms` an order keeps its unit only while it is held or
 //! once it is paid; an expired one gave it back, and the unit sells again.
-//! There the safe rules count the orders that keep a unit (`oversold`:
-//! paid + held ≤ initial; `over_limit` likewise), a unit number may come
-//! round again (no `duplicate_unit`), and no paid order may have had its
-//! unit given back (`paid_and_given_back`).
+//! The history then also holds the order's later steps (`pay`, `cancel`,
+//! and `expire` as its buyer saw it), and every strategy is held to:
+//! - every pay answered 200 is a paid order (`pay_ok_unpaid`), and every
+//!   paid order had a pay that was answered 200 or not at all
+//!   (`paid_without_pay`);
+//! - no order its buyer was told is cancelled or expired is paid
+//!   (`given_back_then_paid`);
+//!
+//! and a safe one to: paid + held ≤ initial *at every instant*
+//! (`oversold`, the most above the stock at any moment: each order counted
+//! from the answer of its buy, until the earliest moment its unit can have
+//! gone back — its due time, from its order id, or the start of its
+//! cancel), `over_limit` over the orders that keep a unit, no paid order
+//! whose unit was given back (`paid_and_given_back`); a unit number may
+//! come round again (no `duplicate_unit`). A unit given back twice shows
+//! there as a unit sold once more than the stock (and in `seckill
+//! reconcile` as a counter above its truth).
 
 pub mod history;
 
@@ -37,7 +50,8 @@ use sqlx::{MySqlPool, PgPool};
 use uuid::Uuid;
 
 use crate::product::StoreKind;
-use history::{Completion, Event, RaceHistory};
+use crate::product::life::made_at_ms;
+use history::{Completion, Event, Op, RaceHistory};
 
 /// The rules every strategy is held to, safe or not: a broken one means
 /// the service lied to a buyer or lost an order. The others (`oversold`,
@@ -49,6 +63,9 @@ pub const UNIVERSAL: &[&str] = &[
     "duplicate_ok",
     "order_without_ok",
     "replayed",
+    "pay_ok_unpaid",
+    "paid_without_pay",
+    "given_back_then_paid",
 ];
 
 /// Whether a row's violations break only the rules a strategy may break
@@ -151,6 +168,7 @@ pub struct Verdict {
 type OrderRow = (Uuid, String, Option<String>, Option<i64>);
 
 /// One order as the table holds it.
+#[derive(Clone)]
 struct Order {
     order_id: Uuid,
     user_id: String,
@@ -212,6 +230,20 @@ struct Seen<'a> {
     /// Requests per buyer that sold or may have: the most orders each may
     /// hold.
     requests: HashMap<&'a str, u64>,
+    /// When each order's buy was answered 200 (µs since the race began).
+    bought_at: HashMap<Uuid, u64>,
+    /// Each order's later steps, as its buyer saw them.
+    steps: HashMap<Uuid, Vec<Step>>,
+    /// The last answer's time: orders nobody saw made are counted from
+    /// there.
+    last_us: u64,
+}
+
+/// A pay, cancel or expire on one order.
+struct Step {
+    op: Op,
+    completion: Completion,
+    start_us: u64,
 }
 
 impl<'a> Seen<'a> {
@@ -221,6 +253,17 @@ impl<'a> Seen<'a> {
         let by_id: HashMap<Uuid, &Order> = orders.iter().map(|o| (o.order_id, o)).collect();
         let mut seen = Self::default();
         for event in events {
+            seen.last_us = seen.last_us.max(event.end_us);
+            if event.op != Op::Buy {
+                if let Some(order) = event.order_id {
+                    seen.steps.entry(order).or_default().push(Step {
+                        op: event.op,
+                        completion: event.completion,
+                        start_us: event.start_us,
+                    });
+                }
+                continue;
+            }
             if event.completion != Completion::Fail {
                 *seen.requests.entry(event.buyer.as_str()).or_default() += 1;
             }
@@ -231,6 +274,7 @@ impl<'a> Seen<'a> {
                         continue;
                     };
                     *seen.ok_ids.entry(id).or_default() += 1;
+                    seen.bought_at.insert(id, event.end_us);
                     match by_id.get(&id) {
                         None => violations.count("ok_without_order", 1),
                         Some(order) if order.user_id != event.buyer => {
@@ -254,6 +298,46 @@ impl<'a> Seen<'a> {
         }
         seen
     }
+
+    /// `order`'s steps of kind `op`.
+    fn steps(&self, order: Uuid, op: Op) -> impl Iterator<Item = &Step> {
+        self.steps
+            .get(&order)
+            .into_iter()
+            .flatten()
+            .filter(move |step| step.op == op)
+    }
+}
+
+/// The rules on the order's later steps, for every strategy: what a buyer
+/// was told of a payment or a give-back is what the table holds.
+fn life_rules(orders: &[Order], seen: &Seen, violations: &mut Violations) {
+    let by_id: HashMap<Uuid, &Order> = orders.iter().map(|o| (o.order_id, o)).collect();
+    for (id, steps) in &seen.steps {
+        let order = by_id.get(id);
+        let paid = order.is_some_and(|o| o.paid);
+        let said = |op: Op| {
+            steps
+                .iter()
+                .any(|s| s.op == op && s.completion == Completion::Ok)
+        };
+        if said(Op::Pay) && !paid {
+            violations.count("pay_ok_unpaid", 1);
+        }
+        if (said(Op::Cancel) || said(Op::Expire)) && paid {
+            violations.count("given_back_then_paid", 1);
+        }
+    }
+    let unpaid_for = orders
+        .iter()
+        .filter(|o| o.paid)
+        .filter(|o| {
+            !seen
+                .steps(o.order_id, Op::Pay)
+                .any(|s| s.completion != Completion::Fail)
+        })
+        .count();
+    violations.count("paid_without_pay", unpaid_for as u64);
 }
 
 /// The rules, on a history and the orders of its race.
@@ -286,6 +370,7 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
         .map(|(buyer, n)| n.saturating_sub(seen.requests.get(buyer).copied().unwrap_or(0).max(1)))
         .sum();
     violations.count("replayed", replayed);
+    life_rules(orders, &seen, &mut violations);
 
     let info = &race.race;
     if info.safe {
@@ -302,8 +387,7 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
 /// The rules of a strategy that claims never to oversell.
 fn safe_rules(info: &history::Race, orders: &[Order], seen: &Seen, violations: &mut Violations) {
     let holds = info.pay_within_ms > 0;
-    let keeping: Vec<&Order> = orders.iter().filter(|o| !holds || o.keeps()).collect();
-    let over = (keeping.len() as i64 - info.initial).max(0) as u64;
+    let over = (peak_keeping(info, orders, seen) as i64 - info.initial).max(0) as u64;
     violations.count("oversold", over);
     if holds {
         let given_back = |o: &&Order| o.paid && o.state.as_deref() != Some("paid");
@@ -318,12 +402,61 @@ fn safe_rules(info: &history::Race, orders: &[Order], seen: &Seen, violations: &
     if info.per_user_limit > 0 {
         let limit = u64::from(info.per_user_limit);
         let mut per_buyer: HashMap<&str, u64> = HashMap::new();
-        for order in &keeping {
+        for order in orders.iter().filter(|o| !holds || o.keeps()) {
             *per_buyer.entry(order.user_id.as_str()).or_default() += 1;
         }
         let over_limit = per_buyer.values().map(|n| n.saturating_sub(limit)).sum();
         violations.count("over_limit", over_limit);
     }
+}
+
+/// The most orders that kept a unit at one instant: each counted from the
+/// answer of its buy (an order nobody saw made, from the end), until the
+/// earliest moment its unit can have gone back ([`given_back_from`]); at
+/// one instant, what goes back is counted before what comes in, so the
+/// peak is never one the history cannot show.
+fn peak_keeping(info: &history::Race, orders: &[Order], seen: &Seen) -> u64 {
+    let end = seen.last_us.saturating_add(1);
+    let mut marks: Vec<(u64, i64)> = Vec::new();
+    for order in orders {
+        let enter = seen.bought_at.get(&order.order_id).copied().unwrap_or(end);
+        let leave = match info.pay_within_ms > 0 && !order.keeps() {
+            true => given_back_from(info, order, seen),
+            false => u64::MAX,
+        };
+        if enter < leave {
+            marks.push((enter, 1));
+            marks.push((leave, -1));
+        }
+    }
+    marks.sort_unstable();
+    let (mut now, mut peak) = (0i64, 0i64);
+    for (_, step) in marks {
+        now += step;
+        peak = peak.max(now);
+    }
+    peak as u64
+}
+
+/// The earliest moment (µs since the race began) `order`'s unit can have
+/// gone back on sale: the start of a cancel that may have happened, or the
+/// hold's due time — no give-back takes a hold before it falls due. The
+/// due time is put on the race's clock a millisecond early (order ids
+/// count whole milliseconds); without the race's start, at 0.
+fn given_back_from(info: &history::Race, order: &Order, seen: &Seen) -> u64 {
+    let cancelled = seen
+        .steps(order.order_id, Op::Cancel)
+        .filter(|s| s.completion != Completion::Fail)
+        .map(|s| s.start_us)
+        .min();
+    let due = made_at_ms(order.order_id)
+        .filter(|_| info.began_ms > 0)
+        .map_or(0, |made| {
+            (made + info.pay_within_ms)
+                .saturating_sub(info.began_ms + 1)
+                .saturating_mul(1_000)
+        });
+    cancelled.map_or(due, |at| at.min(due))
 }
 
 /// `seckill check FILE`: checks every race in the file and prints one line
@@ -379,6 +512,7 @@ mod tests {
                 per_user_limit: limit,
                 pay_within_ms: 0,
                 orders_in: None,
+                began_ms: 0,
             },
             events,
         }
@@ -386,6 +520,7 @@ mod tests {
 
     fn event(buyer: &str, completion: Completion, id: Option<Uuid>, left: Option<i64>) -> Event {
         Event {
+            op: Op::Buy,
             buyer: buyer.into(),
             start_us: 0,
             end_us: 1,
@@ -491,6 +626,97 @@ mod tests {
         assert!(verdict.history_ok, "{verdict:?}");
         let wrong = judge(&history, &[order(a, "y"), order(b, "y")]);
         assert_eq!(wrong.violations.get("wrong_buyer"), Some(&1));
+    }
+
+    /// A v7 order id made `ms` after the Unix epoch.
+    fn made_at(ms: u64) -> Uuid {
+        uuid::Builder::from_unix_timestamp_millis(ms, &rand::random()).into_uuid()
+    }
+
+    /// A step on `order`, at `start_us`.
+    fn step(op: Op, completion: Completion, order: Uuid, start_us: u64) -> Event {
+        Event {
+            op,
+            start_us,
+            end_us: start_us + 1,
+            ..event("x", completion, Some(order), None)
+        }
+    }
+
+    #[test]
+    fn what_a_buyer_is_told_of_a_payment_is_what_the_table_holds() {
+        let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let mut history = race(
+            false,
+            3,
+            0,
+            vec![
+                event("x", Completion::Ok, Some(a), None),
+                event("x", Completion::Ok, Some(b), None),
+                event("x", Completion::Ok, Some(c), None),
+                step(Op::Pay, Completion::Ok, a, 5),
+                step(Op::Cancel, Completion::Ok, b, 5),
+                step(Op::Pay, Completion::Fail, c, 5),
+            ],
+        );
+        history.race.pay_within_ms = 1_000;
+        let paid = |id| Order {
+            state: Some("paid".into()),
+            paid: true,
+            ..order(id, "x")
+        };
+        let told = judge(&history, &[paid(a), order(b, "x"), order(c, "x")]);
+        assert!(told.history_ok, "{told:?}");
+        let lied = judge(&history, &[order(a, "x"), paid(b), paid(c)]);
+        let v = |name: &str| lied.violations.get(name).copied().unwrap_or(0);
+        assert_eq!(
+            (
+                v("pay_ok_unpaid"),
+                v("given_back_then_paid"),
+                v("paid_without_pay")
+            ),
+            (1, 1, 2),
+            "{lied:?}"
+        );
+        assert!(!truthful(&lied.violations));
+    }
+
+    #[test]
+    fn paid_and_held_are_counted_at_every_instant() {
+        // One unit; a's hold falls due 100 ms into the race, and is given
+        // back. b buying it after that is a unit sold once; b buying it at
+        // 50 ms is two orders on one unit, though only b keeps it at the end.
+        let began_ms = 1_000_000;
+        let a = made_at(began_ms);
+        let b = Uuid::now_v7();
+        let expired = Order {
+            state: Some("returned".into()),
+            ..order(a, "x")
+        };
+        let at = |end_us| Event {
+            end_us,
+            ..event("y", Completion::Ok, Some(b), None)
+        };
+        let mut history = race(true, 1, 0, Vec::new());
+        history.race.pay_within_ms = 100;
+        history.race.began_ms = began_ms;
+        let judged = |history: &RaceHistory, b_at| {
+            let mut history = history.clone();
+            history.events = vec![event("x", Completion::Ok, Some(a), None), at(b_at)];
+            judge(&history, &[expired.clone(), order(b, "y")])
+        };
+        assert!(judged(&history, 150_000).history_ok);
+        let early = judged(&history, 50_000);
+        assert_eq!(early.violations.get("oversold"), Some(&1), "{early:?}");
+        // A cancel started at 20 ms gives the unit back from there on.
+        let mut cancelled = history.clone();
+        cancelled.events = vec![
+            event("x", Completion::Ok, Some(a), None),
+            step(Op::Cancel, Completion::Ok, a, 20_000),
+            at(50_000),
+        ];
+        let verdict = judge(&cancelled, &[expired.clone(), order(b, "y")]);
+        assert!(verdict.history_ok, "{verdict:?}");
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct LiveView {
     /// The latency buckets' upper bounds in ms, in order; each `latency`
     /// array has one more, for the rest.
     pub buckets_ms: Vec<u64>,
+    /// The order-life events each `life` array counts, in order.
+    pub life_events: Vec<&'static str>,
     /// The comparison chart (`GET /report?format=svg`) of the same ledgers.
     pub chart_svg: String,
     /// Every product, ascending by id.
@@ -63,6 +65,7 @@ pub async fn view(State(app): State<AppState>) -> Result<Json<LiveView>, ApiErro
         now_ms: now,
         outcomes: live::OUTCOMES.to_vec(),
         buckets_ms: live::BUCKETS_MS.to_vec(),
+        life_events: live::LIFE_EVENTS.to_vec(),
         chart_svg: chart::svg("live: sold vs stock per product", &bars),
         products: ledgers
             .into_iter()

@@ -10,7 +10,6 @@ use crate::products::Listed;
 use crate::purchase::Shop;
 use crate::sale::BuyCtx;
 use crate::soldout;
-use crate::telemetry;
 
 /// The naive job's steps for `orders`: every unit put back with no state
 /// check, then — after the `reaper_pause_ms` knob — every order marked
@@ -101,7 +100,7 @@ async fn announce(shop: &Shop, listed: &Listed, back: usize) {
     if back == 0 {
         return;
     }
-    telemetry::order_life("given_back", back as u64);
+    super::noted(shop, listed, "given_back", back as u64);
     let id = listed.product.id;
     shop.memory.sold_out.clear(id);
     let told = match shop.backends.lane.get().await {

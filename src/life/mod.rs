@@ -160,7 +160,7 @@ pub async fn pay(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, 
         Status::Held => {}
         Status::Paid => return Ok(view_of(&tracked, &listed)),
         Status::Expired => {
-            telemetry::order_life("late_payment", 1);
+            noted(shop, &listed, "late_payment", 1);
             return Err(Refused::Expired);
         }
         status @ Status::Sold => return Err(Refused::NotHeld(status)),
@@ -175,8 +175,8 @@ pub async fn pay(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, 
         .await?;
     let paid = settled(shop, &listed, order_id, Status::Paid).await;
     match &paid {
-        Ok(_) => telemetry::order_life("paid", 1),
-        Err(Refused::Expired) => telemetry::order_life("late_payment", 1),
+        Ok(_) => noted(shop, &listed, "paid", 1),
+        Err(Refused::Expired) => noted(shop, &listed, "late_payment", 1),
         Err(_) => {}
     }
     paid
@@ -205,9 +205,19 @@ pub async fn cancel(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderVie
     }
     let cancelled = settled(shop, &listed, order_id, Status::Expired).await;
     if cancelled.is_ok() {
-        telemetry::order_life("cancelled", 1);
+        noted(shop, &listed, "cancelled", 1);
     }
     cancelled
+}
+
+/// `n` order-life events of kind `event` (one of
+/// [`telemetry::LIFE_EVENTS`]) on `listed`'s product: in `/metrics` and in
+/// the live view.
+pub fn noted(shop: &Shop, listed: &Listed, event: &'static str, n: u64) {
+    telemetry::order_life(event, n);
+    let now_s = now_ms() / 1000;
+    let live = &shop.memory.live;
+    live.record_life(listed.product.id, event, n as u32, now_s);
 }
 
 /// The order after a transition was tried: `wanted` if it got there (by

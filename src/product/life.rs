@@ -15,7 +15,9 @@ use uuid::Uuid;
 
 /// How an overdue (or cancelled) hold's unit goes back on sale: the
 /// give-back mechanisms the catalogue compares, each with what it loses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Giveback {
     /// The scan-and-return job people copy: select the overdue holds, put

@@ -106,6 +106,18 @@ pub struct OrderAnswer {
     pub said: String,
 }
 
+impl OrderAnswer {
+    /// The answer as a history step on `order`: a non-200's code is what
+    /// it said.
+    pub fn as_step(&self, order: Uuid) -> Answer {
+        let mut answer = Answer::step(self.status, &self.said, order);
+        if self.status == 200 {
+            answer.code = None;
+        }
+        answer
+    }
+}
+
 /// Everything one buy's answer said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -124,6 +136,14 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// A step on `order` answered `status` with `code`.
+    pub fn step(status: u16, code: &str, order: Uuid) -> Self {
+        Self {
+            order_id: Some(order),
+            ..Self::failed(status, code)
+        }
+    }
+
     fn failed(status: u16, code: &str) -> Self {
         Self {
             status,

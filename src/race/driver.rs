@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::client::{Answer, BuyResult, Target};
-use crate::check::history::{self, Completion, Event, RaceHistory};
+pub use super::attempt::Attempt;
+use super::client::{BuyResult, Target};
+use super::life::{LifeOutcome, Payer};
+use crate::check::history::{self, Completion, Op, RaceHistory};
 use crate::check::{self, Verdict};
 use crate::ledger::Ledger;
 use crate::product::{MAX_WAVES, ResetRequest, Settings, now_ms};
@@ -38,6 +40,8 @@ pub struct RaceSpec {
     /// With `prebooking`: how many of the buyers (the first ones) reserve
     /// before the opening; the others come without a reservation.
     pub reserving: usize,
+    /// With holds (`pay_within_ms`): what each holder does with its hold.
+    pub payer: Option<Payer>,
 }
 
 /// One line of the comparison, as `seckill race --json` writes it.
@@ -82,6 +86,9 @@ pub struct Row {
     /// With a sale window: the rush at its opening.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opening: Option<Opening>,
+    /// With holds (`pay_within_ms`): what became of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub life: Option<LifeOutcome>,
 }
 
 /// Who checks a race's history, and where it is kept: the orders'
@@ -120,16 +127,20 @@ impl Audit {
         attempts: &[Attempt],
         began: Instant,
     ) -> anyhow::Result<Option<Verdict>> {
+        let settings = &ledger.settings;
+        // The naive give-back job oversells by design, whatever sells.
+        let naive = settings.pay_within_ms > 0 && !settings.giveback.checks_due();
         let race = RaceHistory {
             race: history::Race {
                 product: ledger.id,
                 epoch: ledger.epoch,
                 strategy: ledger.strategy.clone(),
-                safe: self.safe.contains(&ledger.strategy),
+                safe: self.safe.contains(&ledger.strategy) && !naive,
                 initial: ledger.initial,
                 per_user_limit: ledger.settings.per_user_limit,
                 pay_within_ms: ledger.settings.pay_within_ms,
                 orders_in: ledger.orders_in,
+                began_ms: now_ms().saturating_sub(began.elapsed().as_millis() as u64),
             },
             events: attempts.iter().map(|a| a.event(began)).collect(),
         };
@@ -170,6 +181,7 @@ pub async fn race(target: &Target, spec: &RaceSpec, audit: &Audit) -> anyhow::Re
         (spec.buyers, spec.concurrency),
         spec.pace,
         &tokens,
+        spec.payer.map(|payer| (payer, spec.settings.pay_within_ms)),
     )
     .await;
     let mut row = settled_row(target, audit, spec.product_id, &outcomes, started).await?;
@@ -236,60 +248,6 @@ pub async fn reset(
     Ok(())
 }
 
-/// One buy as the driver saw it: who, when, and the answer.
-#[derive(Debug, Clone)]
-pub struct Attempt {
-    /// The buyer.
-    pub buyer: String,
-    /// When it was sent.
-    pub sent: Instant,
-    /// How long the answer took.
-    pub took: Duration,
-    /// What came back.
-    pub answer: Answer,
-}
-
-impl Attempt {
-    /// Sends one buy as `buyer` and times it.
-    pub async fn make(target: &Target, product: i64, buyer: &str) -> Self {
-        Self::make_with(target, product, buyer, None).await
-    }
-
-    /// [`Attempt::make`] with the buyer's reservation, if any.
-    async fn make_with(
-        target: &Target,
-        product: i64,
-        buyer: &str,
-        reservation: Option<&str>,
-    ) -> Self {
-        let sent = Instant::now();
-        let answer = target.answer_with(product, buyer, reservation).await;
-        Self {
-            buyer: buyer.to_owned(),
-            sent,
-            took: sent.elapsed(),
-            answer,
-        }
-    }
-
-    /// The history line of this buy, its times relative to `began`.
-    fn event(&self, began: Instant) -> Event {
-        let start = self.sent.saturating_duration_since(began);
-        let answer = &self.answer;
-        Event {
-            buyer: self.buyer.clone(),
-            start_us: start.as_micros() as u64,
-            end_us: (start + self.took).as_micros() as u64,
-            completion: Completion::of(answer.status, answer.code.as_deref()),
-            status: answer.status,
-            code: answer.code.clone(),
-            order_id: answer.order_id,
-            served_by: answer.served_by.clone(),
-            stock_left: answer.stock_left,
-        }
-    }
-}
-
 /// Fires `buyers` buys at `product`, each from a distinct buyer
 /// `{prefix}-{i}`, `concurrency` in flight at once; with `pace`, buyer `i`
 /// starts no earlier than `i × pace` after the first. Shows a progress
@@ -303,11 +261,14 @@ pub async fn fire(
     pace: Option<Duration>,
 ) -> Vec<Attempt> {
     let none = HashMap::new();
-    fire_with(target, product, prefix, (buyers, concurrency), pace, &none).await
+    let spread = (buyers, concurrency);
+    fire_with(target, product, prefix, spread, pace, &none, None).await
 }
 
 /// [`fire`], each buyer carrying its reservation from `tokens` if it has
-/// one.
+/// one; with `payer` (and the product's `pay_within_ms`), each holder
+/// then follows it, outside the `concurrency` buys in flight, and its
+/// steps come after the buys.
 async fn fire_with(
     target: &Target,
     product: i64,
@@ -315,11 +276,12 @@ async fn fire_with(
     (buyers, concurrency): (usize, usize),
     pace: Option<Duration>,
     tokens: &HashMap<String, String>,
+    payer: Option<(Payer, u64)>,
 ) -> Vec<Attempt> {
     let done = Arc::new(AtomicUsize::new(0));
     let progress = show_progress(prefix, buyers, done.clone());
     let started = Instant::now();
-    let outcomes = futures::stream::iter(0..buyers)
+    let mut outcomes = futures::stream::iter(0..buyers)
         .map(|i| {
             let user = format!("{prefix}-{i}");
             let done = done.clone();
@@ -331,14 +293,26 @@ async fn fire_with(
                 let token = tokens.get(&user).map(String::as_str);
                 let attempts = buy_when_open(target, product, &user, token).await;
                 done.fetch_add(1, Ordering::Relaxed);
-                attempts
+                let hold = attempts
+                    .last()
+                    .and_then(|a| a.answer.order_id.filter(|_| a.answer.status == 200));
+                let follow = payer.zip(hold).map(|((payer, within), order)| {
+                    tokio::spawn(payer.follow(target.clone(), (order, user), within))
+                });
+                (attempts, follow)
             }
         })
         .buffer_unordered(concurrency.max(1))
-        .collect::<Vec<Vec<Attempt>>>()
-        .await
+        .collect::<Vec<_>>()
+        .await;
+    let mut steps = Vec::new();
+    for follow in outcomes.iter_mut().filter_map(|(_, follow)| follow.take()) {
+        steps.extend(follow.await.unwrap_or_default());
+    }
+    let outcomes: Vec<Attempt> = outcomes
         .into_iter()
-        .flatten()
+        .flat_map(|(attempts, _)| attempts)
+        .chain(steps)
         .collect();
     if let Some(handle) = progress {
         handle.abort();
@@ -409,6 +383,9 @@ fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
     row.lost_updates = ledger.lost_updates;
     row.remaining = ledger.remaining;
     row.opening = (ledger.settings.opens_at_ms > 0).then(|| Opening::of(ledger, attempts));
+    let settings = &ledger.settings;
+    row.life =
+        (settings.pay_within_ms > 0).then(|| LifeOutcome::of(ledger, settings.giveback, attempts));
     row
 }
 
@@ -417,7 +394,8 @@ fn answered(strategy: &str, attempts: &[Attempt], elapsed: Duration) -> Row {
     let mut errors = BTreeMap::new();
     let mut client_ok = 0;
     let mut unknown = 0;
-    for attempt in attempts {
+    let attempts: Vec<&Attempt> = attempts.iter().filter(|a| a.op == Op::Buy).collect();
+    for attempt in &attempts {
         let answer = &attempt.answer;
         if Completion::of(answer.status, answer.code.as_deref()) == Completion::Info {
             unknown += 1;
@@ -446,6 +424,7 @@ fn answered(strategy: &str, attempts: &[Attempt], elapsed: Duration) -> Row {
         violations: BTreeMap::new(),
         unknown_sold: 0,
         opening: None,
+        life: None,
     }
 }
 

@@ -4,8 +4,10 @@
 //! order writer has drained, read the ledger. Against `--url`, or against a
 //! lab it starts itself.
 
+pub mod attempt;
 pub mod client;
 pub mod driver;
+pub mod life;
 pub mod reconcile;
 pub mod scenario;
 mod table;
@@ -18,9 +20,11 @@ use clap::ValueEnum;
 use crate::info::Scenario;
 use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
+use crate::product::life::Giveback;
 use crate::product::{Recipe, Settings, StoreKind, now_ms};
 use client::Target;
 use driver::{Audit, RaceSpec, Row, race};
+use life::{DelayMs, Payer};
 
 /// The race's flags; each has an environment fallback.
 #[derive(Debug, Clone, clap::Args)]
@@ -104,6 +108,24 @@ pub struct RaceArgs {
     /// Time between two waves, in ms (`wave_every_ms`).
     #[arg(long, env = "SECKILL_RACE_WAVE_EVERY_MS", default_value_t = 0)]
     pub wave_every_ms: u64,
+    /// Hold each sale this many ms for its payment (`pay_within_ms`): a
+    /// 200 is a hold, and the holders follow the payer model below.
+    #[arg(long, env = "SECKILL_RACE_PAY_WITHIN_MS", default_value_t = 0)]
+    pub pay_within_ms: u64,
+    /// How an unpaid hold's unit goes back on sale (`giveback`).
+    #[arg(long, env = "SECKILL_RACE_GIVEBACK", value_enum, default_value_t)]
+    pub giveback: Giveback,
+    /// With --pay-within-ms: the share of holders who pay (0 to 1).
+    #[arg(long, env = "SECKILL_RACE_PAY_RATIO", default_value_t = 1.0)]
+    pub pay_ratio: f64,
+    /// With --pay-within-ms: the share of holders who cancel (0 to 1);
+    /// the others walk away and watch their hold go back.
+    #[arg(long, env = "SECKILL_RACE_CANCEL_RATIO", default_value_t = 0.0)]
+    pub cancel_ratio: f64,
+    /// With --pay-within-ms: how long a holder takes to pay or cancel, in
+    /// ms, drawn uniformly from `MIN..MAX` (or fixed).
+    #[arg(long, env = "SECKILL_RACE_PAY_DELAY_MS", default_value = "0..200")]
+    pub pay_delay_ms: DelayMs,
     /// First product id used; strategy i races on product first + i.
     #[arg(long, env = "SECKILL_RACE_PRODUCT", default_value_t = 9001)]
     pub first_product: i64,
@@ -206,6 +228,7 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
                 ..settings
             },
             reserving: args.reserving.unwrap_or(0),
+            payer: payer(args)?,
         };
         let mut row = race(&target, &spec, &audit).await?;
         row.strategy.clone_from(label);
@@ -246,6 +269,23 @@ fn audit(args: &RaceArgs, lab: Option<&Lab>, safe: &[String]) -> anyhow::Result<
     })
 }
 
+/// The payer model of a race with holds, from the flags.
+fn payer(args: &RaceArgs) -> anyhow::Result<Option<Payer>> {
+    if args.pay_within_ms == 0 {
+        return Ok(None);
+    }
+    let (pay, cancel) = (args.pay_ratio, args.cancel_ratio);
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&pay) && (0.0..=1.0).contains(&cancel) && pay + cancel <= 1.0,
+        "--pay-ratio {pay} and --cancel-ratio {cancel}: each from 0 to 1, together at most 1"
+    );
+    Ok(Some(Payer {
+        pay_ratio: pay,
+        cancel_ratio: cancel,
+        delay: args.pay_delay_ms,
+    }))
+}
+
 /// The settings every race of the comparison shares, from the flags.
 fn settings(args: &RaceArgs) -> Settings {
     let defaults = Settings::default();
@@ -258,6 +298,8 @@ fn settings(args: &RaceArgs) -> Settings {
         max_retries: args.max_retries.unwrap_or(defaults.max_retries),
         waves: args.waves,
         wave_every_ms: args.wave_every_ms,
+        pay_within_ms: args.pay_within_ms,
+        giveback: args.giveback,
         ..defaults
     }
 }

@@ -2,7 +2,8 @@
 //! alike), and the plain race's verdict.
 
 use super::driver::Row;
-use super::scenario::{LifeOutcome, ScenarioRow};
+use super::life::LifeOutcome;
+use super::scenario::ScenarioRow;
 
 /// A column: its header, its width, and whether it is left-aligned.
 type Column = (&'static str, usize, bool);
@@ -53,6 +54,9 @@ fn errors(row: &Row) -> String {
     );
     if row.unknown_sold > 0 {
         parts.push(format!("(unknown that sold: {})", row.unknown_sold));
+    }
+    if let Some(life) = &row.life {
+        parts.push(life_cells(life));
     }
     if let Some(opening) = &row.opening {
         parts.push(format!("opening: {} early", opening.early));
@@ -216,7 +220,6 @@ pub fn render_scenarios(rows: &[ScenarioRow]) -> String {
                     )
                 })
                 .collect();
-            let life = r.life.as_ref().map(life_cells).unwrap_or_default();
             let reconciled = r
                 .reconciled
                 .as_ref()
@@ -230,26 +233,19 @@ pub fn render_scenarios(rows: &[ScenarioRow]) -> String {
                 .unwrap_or_default();
             (
                 cells,
-                format!(
-                    "{} / {}{masters}{life}{reconciled}",
-                    r.expected,
-                    errors(&r.row)
-                ),
+                format!("{} / {}{masters}{reconciled}", r.expected, errors(&r.row)),
             )
         })
         .collect();
     layout(&columns, "expected / errors", &lines)
 }
 
-/// An order-life row's own numbers, after its errors.
+/// A row's order life, after its errors.
 fn life_cells(life: &LifeOutcome) -> String {
-    let paid_in = life
-        .all_paid_ms
-        .map(|ms| format!(", all paid after {ms} ms"))
-        .unwrap_or_default();
-    format!(
-        " / held={} paid={} expired={} returned={} stranded={} paid_and_returned={} \
-         owed={} drift={} pays: ok={} expired={}{paid_in}",
+    let mut text = format!(
+        "/ {}: held={} paid={} expired={} returned={} stranded={} paid_and_returned={} \
+         owed={} drift={} pays: ok={} expired={}",
+        life.giveback,
         life.held,
         life.paid,
         life.expired,
@@ -260,7 +256,23 @@ fn life_cells(life: &LifeOutcome) -> String {
         life.drift,
         life.pays_ok,
         life.pays_expired
-    )
+    );
+    if life.cancels_ok > 0 {
+        text.push_str(&format!(" cancels={}", life.cancels_ok));
+    }
+    if life.giveback_seen + life.giveback_unseen > 0 {
+        text.push_str(&format!(
+            " given back: seen={} unseen={}",
+            life.giveback_seen, life.giveback_unseen
+        ));
+    }
+    if let Some(ms) = life.giveback_max_ms {
+        text.push_str(&format!(", at most {ms} ms past due"));
+    }
+    if let Some(ms) = life.all_paid_ms {
+        text.push_str(&format!(", all paid after {ms} ms"));
+    }
+    text
 }
 
 /// `true` unless a safe strategy oversold or client 200s differ from

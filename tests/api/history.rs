@@ -49,6 +49,7 @@ async fn a_real_history_passes_and_every_doctored_one_fails() {
         pace: None,
         settings: Default::default(),
         reserving: 0,
+        payer: None,
     };
     let row = race(&lab.gateway(), &spec, &audit).await.expect("race");
     assert_eq!(row.history_ok, Some(true), "{row:?}");

@@ -384,3 +384,66 @@ async fn reconciliation_finds_and_repairs_every_drift() {
     assert_eq!(reconcile(2443, true).await.put_back, 0);
     pg.close().await;
 }
+
+/// A race of holders who pay, cancel or walk away (the payer model of
+/// `seckill race --pay-ratio`), on every seller: the history holds every
+/// kind of step, and the check — paid + held within the stock at every
+/// instant, every pay 200 a paid order — passes, here and from the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_race_of_payers_stays_within_the_stock_at_every_instant() {
+    use seckill::race::driver::{RaceSpec, race};
+    use seckill::race::life::{DelayMs, Payer};
+
+    let lab = shared();
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("history.jsonl");
+    let audit = seckill::race::driver::Audit {
+        history: Some(file.clone()),
+        ..lab.audit()
+    };
+    for (id, strategy, store) in SELLERS {
+        let mut settings = reset_body(strategy, store, json!({"pay_within_ms": 300}));
+        let body = settings.as_object_mut().expect("an object");
+        body.remove("stock");
+        body.remove("strategy");
+        let spec = RaceSpec {
+            product_id: id + 60,
+            strategy: strategy.into(),
+            stock: 5,
+            buyers: 40,
+            concurrency: 10,
+            // Arrivals over 1.2 s: units given back sell again.
+            pace: Some(Duration::from_millis(30)),
+            settings: serde_json::from_value(settings).expect("settings"),
+            reserving: 0,
+            payer: Some(Payer {
+                pay_ratio: 0.4,
+                cancel_ratio: 0.3,
+                delay: DelayMs {
+                    least: 0,
+                    most: 400,
+                },
+            }),
+        };
+        let row = race(&lab.gateway(), &spec, &audit).await.expect("race");
+        let life = row.life.clone().expect("the order-life columns");
+        assert_eq!(row.history_ok, Some(true), "{strategy}: {row:?}");
+        assert_eq!(life.paid as u64, life.pays_ok, "{strategy}: {row:?}");
+        assert!(life.paid + life.held <= 5, "{strategy}: {row:?}");
+        assert_eq!((life.stranded, life.paid_and_returned), (0, 0), "{row:?}");
+        assert_eq!(life.giveback_unseen, 0, "{strategy}: {row:?}");
+    }
+    let text = std::fs::read_to_string(&file).expect("history");
+    for op in ["\"op\":\"pay\"", "\"op\":\"cancel\"", "\"op\":\"expire\""] {
+        assert!(text.contains(op), "no {op} in the history");
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .arg("check")
+        .arg(&file)
+        .args(["--database-url", &lab.info.postgres_url])
+        .args(["--mysql-url", &lab.info.mysql_url])
+        .output()
+        .expect("running seckill check");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{said}");
+}

@@ -174,6 +174,7 @@ async fn only_holders_buy_in_a_prebooked_race() {
         pace: None,
         settings,
         reserving: 10,
+        payer: None,
     };
     let row = race(&lab.gateway(), &spec, &lab.audit())
         .await

@@ -217,7 +217,6 @@ fn judged(row: Row, how: How, variant: &str, on_victim: i64) -> ScenarioRow {
         row,
         masters: Vec::new(),
         cut: None,
-        life: None,
         reconciled: None,
     }
 }

@@ -143,7 +143,6 @@ fn judged(
         row,
         masters,
         cut: None,
-        life: None,
         reconciled: None,
     }
 }
@@ -276,6 +275,7 @@ fn merge(rows: Vec<Row>) -> Row {
         violations: BTreeMap::new(),
         unknown_sold: 0,
         opening: None,
+        life: None,
     };
     for row in rows {
         merged.initial += row.initial;

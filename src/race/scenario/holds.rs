@@ -4,74 +4,15 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{Ctx, ScenarioRow};
 use crate::info::Scenario;
-use crate::ledger::Ledger;
 use crate::product::Settings;
 use crate::product::life::Giveback;
-use crate::race::client::{OrderAction, Target};
+use crate::race::client::Target;
 use crate::race::driver::{Attempt, Row};
-
-/// What a row of an order-life scenario adds to the race's numbers.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct LifeOutcome {
-    /// The give-back mechanism.
-    pub giveback: String,
-    /// Orders holding their unit at the end.
-    pub held: i64,
-    /// Orders paid.
-    pub paid: i64,
-    /// Holds cancelled or overdue, never paid.
-    pub expired: i64,
-    /// Units put back on sale.
-    pub returned: i64,
-    /// Units neither on sale, held nor paid.
-    pub stranded: i64,
-    /// Paid orders whose unit was put back all the same.
-    pub paid_and_returned: i64,
-    /// Payments answered 200.
-    pub pays_ok: u64,
-    /// Payments answered 409 `expired`.
-    pub pays_expired: u64,
-    /// Reconciliation's `counter - truth` after the race: above 0, a unit
-    /// was given back twice.
-    #[serde(default)]
-    pub drift: i64,
-    /// Reconciliation's count of expired holds whose unit is not back on
-    /// sale after the race (stranded by a reaper that died, or still on
-    /// their way back).
-    #[serde(default)]
-    pub owed: i64,
-    /// `abandoned-carts`: ms from the first buy until the last unit was
-    /// paid.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub all_paid_ms: Option<u64>,
-}
-
-impl LifeOutcome {
-    /// The ledger's order-life columns, under `giveback`.
-    pub fn of(ledger: &Ledger, giveback: Giveback) -> Self {
-        Self {
-            giveback: giveback.as_str().to_owned(),
-            held: ledger.held,
-            paid: ledger.paid,
-            expired: ledger.expired,
-            returned: ledger.returned,
-            stranded: ledger.stranded,
-            paid_and_returned: ledger.paid_and_returned,
-            ..Self::default()
-        }
-    }
-
-    /// Counts `answers` to payments.
-    pub fn count_pays(&mut self, answers: &[(u16, String)]) {
-        self.pays_ok += answers.iter().filter(|(s, _)| *s == 200).count() as u64;
-        self.pays_expired += answers.iter().filter(|(_, said)| said == "expired").count() as u64;
-    }
-}
+use crate::race::life::LifeOutcome;
 
 /// The strategies (with their store) an order-life scenario races under
 /// every mechanism: the Lua script on Redis, the conditional update on
@@ -120,13 +61,12 @@ pub fn holds_of(attempts: &[Attempt]) -> Vec<(Uuid, String)> {
         .collect()
 }
 
-/// Pays for every hold in `holds` at once: each answer's status and what
-/// it said.
-pub async fn pay_all(target: &Target, holds: &[(Uuid, String)]) -> Vec<(u16, String)> {
-    let pays = holds.iter().map(|(order, buyer)| async move {
-        let answer = target.order(OrderAction::Pay, *order, buyer).await;
-        (answer.status, answer.said)
-    });
+/// Pays for every hold in `holds` at once: each payment, for the race's
+/// history.
+pub async fn pay_all(target: &Target, holds: &[(Uuid, String)]) -> Vec<Attempt> {
+    let pays = holds
+        .iter()
+        .map(|(order, buyer)| Attempt::pay(target, *order, buyer));
     futures::future::join_all(pays).await
 }
 
@@ -157,15 +97,15 @@ impl Ctx {
         let row = self
             .scripted_row(target, race.product, race.attempts, race.started)
             .await?;
-        let ledger = target.ledger(race.product).await?;
-        let mut life = LifeOutcome::of(&ledger, race.giveback);
-        life.count_pays(race.pays);
-        life.all_paid_ms = race.all_paid_ms;
+        let mut row = row;
         // Reported, not repaired: a unit given back twice shows as a
         // counter above its truth, a stranded one below.
         let reconciled = target.reconcile(false, Some(race.product)).await?.pop();
+        let life = row.life.get_or_insert_default();
+        life.all_paid_ms = race.all_paid_ms;
         life.drift = reconciled.as_ref().map_or(0, |d| d.drift);
         life.owed = reconciled.as_ref().map_or(0, |d| d.owed);
+        let life = life.clone();
         let honest =
             row.client_ok + row.unknown_sold == row.sold && crate::check::truthful(&row.violations);
         Ok(ScenarioRow {
@@ -176,7 +116,6 @@ impl Ctx {
             row,
             masters: Vec::new(),
             cut: None,
-            life: Some(life),
             reconciled,
         })
     }
@@ -192,12 +131,8 @@ pub struct LifeRace<'a> {
     pub expected: &'a str,
     /// The product raced.
     pub product: i64,
-    /// Its mechanism.
-    pub giveback: Giveback,
-    /// Every buy.
+    /// Every buy and every payment.
     pub attempts: &'a [Attempt],
-    /// Every payment's answer.
-    pub pays: &'a [(u16, String)],
     /// When the race began.
     pub started: std::time::Instant,
     /// `abandoned-carts`: when the last unit was paid.

@@ -69,7 +69,6 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     row,
                     masters: Vec::new(),
                     cut: None,
-                    life: None,
                     reconciled: None,
                 })
             })

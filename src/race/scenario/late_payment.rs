@@ -51,9 +51,9 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 let mut attempts = fire(&gateway, product, "lp", UNITS, UNITS, None).await;
                 let holds = holds_of(&attempts);
                 let (on_time, late) = holds.split_at(holds.len() / 2);
-                let mut pays = pay_all(&gateway, on_time).await;
+                attempts.extend(pay_all(&gateway, on_time).await);
                 reaper_began(&gateway, product, late).await?;
-                pays.extend(pay_all(&gateway, late).await);
+                attempts.extend(pay_all(&gateway, late).await);
                 // The give-back's second step, then what came back sold.
                 // Not over in time: the row's judgement says so.
                 let _ = given_back(&gateway, product, late.len()).await;
@@ -64,9 +64,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     variant: variant(strategy, store, giveback),
                     expected,
                     product,
-                    giveback,
                     attempts: &attempts,
-                    pays: &pays,
                     started,
                     all_paid_ms: None,
                 };

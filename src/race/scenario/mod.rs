@@ -32,7 +32,6 @@ mod segment_scaling;
 mod slow_disk;
 
 pub use cluster_spread::{HOT_MIN, MasterLoad, SPREAD_MAX};
-pub use holds::LifeOutcome;
 pub use partition::{LOCK_AND_STORE, LOCK_ONLY};
 pub use segment_scaling::MIN_SPEEDUP;
 
@@ -70,9 +69,6 @@ pub struct ScenarioRow {
     /// how long after it this product sold again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<power_cut::CutOutcome>,
-    /// The order-life scenarios' rows: holds, payments, give-backs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub life: Option<holds::LifeOutcome>,
     /// After a fault that loses writes: what reconciliation found and
     /// repaired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,6 +203,7 @@ impl Ctx {
             pace: case.pace_ms.map(Duration::from_millis),
             settings: case.settings,
             reserving: 0,
+            payer: None,
         };
         let row = race(target, &spec, &self.audit).await?;
         Ok(judge(row, case.scenario, case.variant, case.expect))
@@ -272,7 +269,6 @@ fn judge(row: Row, scenario: Scenario, variant: &str, expect: Expect) -> Scenari
         row,
         masters: Vec::new(),
         cut: None,
-        life: None,
         reconciled: None,
     }
 }

@@ -190,7 +190,6 @@ async fn cut_mid_sale(
                 recoveries: recoveries.iter().map(RecoveryRow::from).collect(),
                 resumed_ms,
             }),
-            life: None,
             reconciled: None,
         });
     }

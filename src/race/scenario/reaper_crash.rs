@@ -78,9 +78,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 variant: case.label,
                 expected: expectation(case.giveback),
                 product: case.product,
-                giveback: case.giveback,
                 attempts: &case.attempts,
-                pays: &[],
                 started,
                 all_paid_ms: None,
             };

@@ -161,7 +161,6 @@ impl Crash {
             row: self.row,
             masters: Vec::new(),
             cut: None,
-            life: None,
             reconciled: self.reconciled,
         }
     }
