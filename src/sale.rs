@@ -44,7 +44,22 @@ pub struct BuyCtx<'a> {
     pub backends: &'a Backends,
 }
 
-impl BuyCtx<'_> {
+impl<'a> BuyCtx<'a> {
+    /// The same product and connections, about `order`.
+    pub fn for_order<'b>(&'b self, order: &'b Order) -> BuyCtx<'b>
+    where
+        'a: 'b,
+    {
+        BuyCtx {
+            redis: self.redis.clone(),
+            started: self.started,
+            product: self.product,
+            store: self.store,
+            order,
+            backends: self.backends,
+        }
+    }
+
     /// Sleeps `work_ms`: the simulated business work inside the critical
     /// section (or the transaction).
     pub async fn work(&self) {
@@ -216,16 +231,23 @@ pub trait Store: Send + Sync {
         0
     }
 
-    /// Puts `ctx.order`'s unit back on counter `cell` and takes it off the
-    /// buyer's count, in this reset only. With `once`, only if this
-    /// order's unit was not put back before — decided in the same atomic
-    /// step as the put-back (a marker beside a Redis counter; the order's
-    /// `expired → returned` in the row's transaction). False when nothing
-    /// was put back. A locked strategy calls it under its lock: the
-    /// critical section writes an absolute value it read, and would
-    /// overwrite a put-back that landed between its read and its write.
-    fn restock<'a>(&'a self, ctx: &'a BuyCtx<'a>, cell: usize, once: bool)
-    -> StoreFuture<'a, bool>;
+    /// Puts the units of `orders` back on counter `cell` and takes each
+    /// off its buyer's count, in this reset only; `ctx` names the product
+    /// and the connections (its own order is not one of `orders`). With
+    /// `once`, only the orders whose unit was not put back before —
+    /// decided in the same atomic step as the put-back (a marker beside a
+    /// Redis counter; each order's `expired → returned` in the row's
+    /// transaction). How many went back. A locked strategy calls it
+    /// under its lock: the critical section writes an absolute value it
+    /// read, and would overwrite a put-back that landed between its read
+    /// and its write.
+    fn restock<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        cell: usize,
+        orders: &'a [Order],
+        once: bool,
+    ) -> StoreFuture<'a, usize>;
 
     /// Reconciliation's repair: sets the stock to `stock` if it still is
     /// `expected` (nothing sold or given back since it was read), in this
@@ -272,15 +294,21 @@ pub trait Book: Send + Sync {
         now_ms: i64,
     ) -> StoreFuture<'a, bool>;
 
-    /// held → expired. True if this expiry won.
-    fn expire<'a>(&'a self, backends: &'a Backends, order_id: Uuid) -> StoreFuture<'a, bool>;
+    /// held → expired for each of `order_ids` still held, in one
+    /// statement: the ids this expiry won (a payment or another expiry
+    /// won the others).
+    fn expire<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_ids: &'a [Uuid],
+    ) -> StoreFuture<'a, Vec<Uuid>>;
 
-    /// Marks the order `returned`: from `expired` only, or, `blindly`, from
-    /// any state (the naive job's mark).
+    /// Marks `order_ids` `returned`, in one statement: from `expired`
+    /// only, or, `blindly`, from any state (the naive job's mark).
     fn returned<'a>(
         &'a self,
         backends: &'a Backends,
-        order_id: Uuid,
+        order_ids: &'a [Uuid],
         blindly: bool,
     ) -> StoreFuture<'a, ()>;
 

@@ -212,13 +212,9 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
         &audit,
         &gateway,
         Race {
-            product: 1503,
-            strategy: "redis-lua",
             stock: 5,
             buyers: 20,
-            concurrency: 10,
-            pace: None,
-            settings: json!({"pay_within_ms": 300}),
+            ..Race::crowd(1503, "redis-lua", json!({"pay_within_ms": 300}))
         },
     )
     .await;

@@ -169,13 +169,9 @@ async fn the_live_page_cuts_nothing_off_at_either_width() {
         &audit,
         &gateway,
         Race {
-            product: 4,
-            strategy: "redis-lua",
             stock: 5,
             buyers: 20,
-            concurrency: 10,
-            pace: None,
-            settings: json!({"pay_within_ms": 300}),
+            ..Race::crowd(4, "redis-lua", json!({"pay_within_ms": 300}))
         },
     )
     .await;

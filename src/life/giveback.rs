@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use uuid::Uuid;
+
 use crate::backends::error::BackendError;
 use crate::orders::Order;
 use crate::products::Listed;
@@ -15,18 +17,14 @@ use crate::soldout;
 /// check, then — after the `reaper_pause_ms` knob — every order marked
 /// returned, whatever happened to it meanwhile. How many units went back.
 pub async fn naive(shop: &Shop, listed: &Listed, orders: &[Order]) -> Result<usize, BackendError> {
-    let mut back = 0;
-    for order in orders {
-        back += usize::from(put_back(shop, listed, order, false).await?);
-    }
+    let back = put_back(shop, listed, orders, false).await?;
     pause(listed).await;
-    for order in orders {
-        listed
-            .store
-            .book()
-            .returned(&shop.backends, order.order_id, true)
-            .await?;
-    }
+    let ids: Vec<Uuid> = orders.iter().map(|o| o.order_id).collect();
+    listed
+        .store
+        .book()
+        .returned(&shop.backends, &ids, true)
+        .await?;
     announce(shop, listed, back).await;
     Ok(back)
 }
@@ -49,42 +47,49 @@ pub async fn after_expiry(
 
 /// Each of `orders` (expired, their units owed) put back once and marked
 /// returned, with no pause: the second half of [`after_expiry`], and
-/// reconciliation's way with owed units. How many units went back.
+/// reconciliation's way with owed units. The units go back together (one
+/// write of a database row per batch), then the orders are marked
+/// together (a Redis counter's marker is not the order's state). How
+/// many units went back.
 pub async fn settle_owed(
     shop: &Shop,
     listed: &Listed,
     orders: &[Order],
 ) -> Result<usize, BackendError> {
-    let mut back = 0;
-    for order in orders {
-        back += usize::from(put_back(shop, listed, order, true).await?);
-        listed
-            .store
-            .book()
-            .returned(&shop.backends, order.order_id, false)
-            .await?;
+    if orders.is_empty() {
+        return Ok(0);
     }
+    let back = put_back(shop, listed, orders, true).await?;
+    let ids: Vec<Uuid> = orders.iter().map(|o| o.order_id).collect();
+    listed
+        .store
+        .book()
+        .returned(&shop.backends, &ids, false)
+        .await?;
     announce(shop, listed, back).await;
     Ok(back)
 }
 
-/// Puts `order`'s unit back through the product's strategy.
+/// Puts the units of `orders` back through the product's strategy.
 async fn put_back(
     shop: &Shop,
     listed: &Listed,
-    order: &Order,
+    orders: &[Order],
     once: bool,
-) -> Result<bool, BackendError> {
+) -> Result<usize, BackendError> {
+    let Some(first) = orders.first() else {
+        return Ok(0);
+    };
     let lane = shop.backends.lane.get().await?;
     let ctx = BuyCtx {
         redis: lane.conn.clone(),
         started: Instant::now(),
         product: &listed.product,
         store: listed.store.as_ref(),
-        order,
+        order: first,
         backends: &shop.backends,
     };
-    listed.strategy.restock(&ctx, once).await
+    listed.strategy.restock(&ctx, orders, once).await
 }
 
 /// The knob between the steps.

@@ -198,7 +198,7 @@ pub async fn cancel(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderVie
             giveback::naive(shop, &listed, std::slice::from_ref(&tracked.order)).await?;
         }
         Giveback::StateMachine | Giveback::DelayQueue => {
-            if book.expire(&shop.backends, order_id).await? {
+            if !book.expire(&shop.backends, &[order_id]).await?.is_empty() {
                 giveback::after_expiry(shop, &listed, std::slice::from_ref(&tracked.order)).await?;
             }
         }

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use uuid::Uuid;
 
 use crate::backends::error::BackendError;
 use crate::orders::Order;
@@ -97,44 +98,61 @@ async fn pass(shop: &Arc<Shop>, busy: &Busy) -> Result<(), BackendError> {
     Ok(())
 }
 
-/// Gives `listed`'s overdue holds back; how many units went back.
+/// Gives `listed`'s overdue holds back, a batch of at most [`BATCH`] at a
+/// time until a batch comes back short: at a sale rate above a batch per
+/// tick, one batch per tick would fall further behind every second. How
+/// many units went back.
 pub async fn reap(shop: &Shop, listed: &Listed) -> Result<usize, BackendError> {
+    let mut back = 0;
+    loop {
+        let (put_back, full) = reap_batch(shop, listed).await?;
+        back += put_back;
+        if !full {
+            return Ok(back);
+        }
+    }
+}
+
+/// One batch of [`reap`]: how many units went back, and whether the batch
+/// was full (more may be due).
+async fn reap_batch(shop: &Shop, listed: &Listed) -> Result<(usize, bool), BackendError> {
     let settings = &listed.product.settings;
     let cutoff = overdue_below(now_ms(), settings.pay_within_ms);
     let (book, backends, product) = (listed.store.book(), &shop.backends, &listed.product);
-    let mut back = 0;
+    let full = |orders: &[Order]| orders.len() as i64 >= BATCH;
     match settings.giveback {
         Giveback::NaiveCron => {
             let due = book
                 .due(backends, product, Due::Overdue(cutoff), BATCH)
                 .await?;
-            if !due.is_empty() {
-                lag(settings.pay_within_ms, &due);
-                back += giveback::naive(shop, listed, &due).await?;
+            if due.is_empty() {
+                return Ok((0, false));
             }
+            lag(settings.pay_within_ms, &due);
+            Ok((giveback::naive(shop, listed, &due).await?, full(&due)))
         }
         Giveback::StateMachine => {
-            let due = book.due(backends, product, Due::Overdue(cutoff), BATCH);
-            let mut won = Vec::new();
-            for order in due.await? {
-                if book.expire(backends, order.order_id).await? {
-                    won.push(order);
-                }
-            }
-            lag(settings.pay_within_ms, &won);
-            back += giveback::after_expiry(shop, listed, &won).await?;
+            let mut due = book
+                .due(backends, product, Due::Overdue(cutoff), BATCH)
+                .await?;
+            let more = full(&due);
+            let ids: Vec<Uuid> = due.iter().map(|o| o.order_id).collect();
+            let won: HashSet<Uuid> = book.expire(backends, &ids).await?.into_iter().collect();
+            due.retain(|o| won.contains(&o.order_id));
+            lag(settings.pay_within_ms, &due);
+            Ok((giveback::after_expiry(shop, listed, &due).await?, more))
         }
         Giveback::DelayQueue => {
             // What an earlier pass (here or on a dead instance) expired
             // and did not finish, then what is newly due.
             let mut orders = book.due(backends, product, Due::Owed, BATCH).await?;
             let claimed = book.claim(backends, product, cutoff, BATCH).await?;
+            let more = full(&orders) || full(&claimed);
             lag(settings.pay_within_ms, &claimed);
             orders.extend(claimed);
-            back += giveback::after_expiry(shop, listed, &orders).await?;
+            Ok((giveback::after_expiry(shop, listed, &orders).await?, more))
         }
     }
-    Ok(back)
 }
 
 /// Records how long after its due time each of `orders` was taken.

@@ -221,7 +221,7 @@ pub async fn settled_row(
     began: Instant,
 ) -> anyhow::Result<Row> {
     let elapsed = began.elapsed();
-    let ledger = drained_ledger(target, product).await?;
+    let ledger = settled_ledger(target, product).await?;
     let mut row = summarize(&ledger, attempts, elapsed);
     if let Some(verdict) = audit.settle(&ledger, attempts, began).await? {
         row.history_ok = Some(verdict.history_ok);
@@ -351,6 +351,26 @@ async fn buy_when_open(
             }
             _ => return attempts,
         }
+    }
+}
+
+/// How long a race's row waits for the give-backs in flight to land.
+const GIVEBACK_WAIT: Duration = Duration::from_secs(5);
+
+/// The drained ledger ([`drained_ledger`]) once the give-backs in flight
+/// have landed: with holds, a buyer may see its hold expired before its
+/// unit is back on sale, and a row read in between would count that unit
+/// stranded. A unit still not back after [`GIVEBACK_WAIT`] is reported
+/// stranded.
+async fn settled_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> {
+    let started = Instant::now();
+    loop {
+        let ledger = drained_ledger(target, id).await?;
+        let holds = ledger.settings.pay_within_ms > 0;
+        if !holds || ledger.stranded == 0 || started.elapsed() >= GIVEBACK_WAIT {
+            return Ok(ledger);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -5,7 +5,7 @@
 //! `SKIP LOCKED` and the updates in one transaction, as MySQL cannot
 //! update the table its own subquery reads.
 
-use sqlx::MySqlConnection;
+use sqlx::{MySql, MySqlConnection, QueryBuilder};
 use uuid::Uuid;
 
 use super::innodb::again_if_rolled_back;
@@ -64,32 +64,35 @@ impl Book for MysqlBook {
         })
     }
 
-    fn expire<'a>(&'a self, backends: &'a Backends, order_id: Uuid) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let expired =
-                sqlx::query("UPDATE orders SET state = ? WHERE order_id = ? AND state IS NULL")
-                    .bind(column::EXPIRED)
-                    .bind(order_id)
-                    .execute(backends.mysql()?)
-                    .await?;
-            Ok(expired.rows_affected() == 1)
-        })
+    fn expire<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_ids: &'a [Uuid],
+    ) -> StoreFuture<'a, Vec<Uuid>> {
+        Box::pin(again_if_rolled_back(move || {
+            expire_once(backends, order_ids)
+        }))
     }
 
     fn returned<'a>(
         &'a self,
         backends: &'a Backends,
-        order_id: Uuid,
+        order_ids: &'a [Uuid],
         blindly: bool,
     ) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            sqlx::query("UPDATE orders SET state = ? WHERE order_id = ? AND (? OR state = ?)")
-                .bind(column::RETURNED)
-                .bind(order_id)
-                .bind(blindly)
-                .bind(column::EXPIRED)
-                .execute(backends.mysql()?)
-                .await?;
+            if order_ids.is_empty() {
+                return Ok(());
+            }
+            let mut update = QueryBuilder::<MySql>::new("UPDATE orders SET state = ");
+            update.push_bind(column::RETURNED);
+            update.push(" WHERE (");
+            update.push_bind(blindly);
+            update.push(" OR state = ");
+            update.push_bind(column::EXPIRED);
+            update.push(") AND order_id IN ");
+            in_list(&mut update, order_ids);
+            update.build().execute(backends.mysql()?).await?;
             Ok(())
         })
     }
@@ -193,53 +196,118 @@ async fn claim_once(
     Ok(rows.into_iter().map(Order::from).collect())
 }
 
-/// Puts `ctx.order`'s unit back in MySQL's row: as
-/// [`super::pg_book::restock`], run again when InnoDB rolled it back.
-pub async fn restock(ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
-    again_if_rolled_back(|| restock_once(ctx, once)).await
+/// held → expired for each of `order_ids` still held: the rows locked
+/// and read, then moved, in one transaction (MariaDB's `UPDATE` returns
+/// no rows).
+async fn expire_once(backends: &Backends, order_ids: &[Uuid]) -> Result<Vec<Uuid>, BackendError> {
+    if order_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = backends.mysql()?.begin().await?;
+    let mut held = QueryBuilder::<MySql>::new(
+        "SELECT order_id FROM orders WHERE state IS NULL AND order_id IN ",
+    );
+    in_list(&mut held, order_ids);
+    held.push(" FOR UPDATE");
+    let won: Vec<Uuid> = held.build_query_scalar().fetch_all(&mut *tx).await?;
+    if !won.is_empty() {
+        let mut update = QueryBuilder::<MySql>::new("UPDATE orders SET state = ");
+        update.push_bind(column::EXPIRED);
+        update.push(" WHERE order_id IN ");
+        in_list(&mut update, &won);
+        update.build().execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(won)
 }
 
-async fn restock_once(ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
-    let (product, order) = (ctx.product, ctx.order);
+/// ` (?, ?, …)` binding `order_ids`.
+fn in_list(query: &mut QueryBuilder<MySql>, order_ids: &[Uuid]) {
+    query.push("(");
+    let mut ids = query.separated(", ");
+    for id in order_ids {
+        ids.push_bind(*id);
+    }
+    query.push(")");
+}
+
+/// Puts the units of `orders` back in MySQL's row: as
+/// [`super::pg_book::restock`], run again when InnoDB rolled it back.
+pub async fn restock(
+    ctx: &BuyCtx<'_>,
+    orders: &[Order],
+    once: bool,
+) -> Result<usize, BackendError> {
+    again_if_rolled_back(|| restock_once(ctx, orders, once)).await
+}
+
+async fn restock_once(
+    ctx: &BuyCtx<'_>,
+    orders: &[Order],
+    once: bool,
+) -> Result<usize, BackendError> {
+    let product = ctx.product;
     let mut tx = ctx.backends.mysql()?.begin().await?;
-    if once {
-        let marked = sqlx::query("UPDATE orders SET state = ? WHERE order_id = ? AND state = ?")
-            .bind(column::RETURNED)
-            .bind(order.order_id)
-            .bind(column::EXPIRED)
-            .execute(&mut *tx)
-            .await?;
-        if marked.rows_affected() == 0 {
-            return Ok(false);
+    let buyers: Vec<(Uuid, String)> = match once {
+        true => {
+            let ids: Vec<Uuid> = orders.iter().map(|o| o.order_id).collect();
+            let mut owed =
+                QueryBuilder::<MySql>::new("SELECT order_id, user_id FROM orders WHERE state = ");
+            owed.push_bind(column::EXPIRED);
+            owed.push(" AND order_id IN ");
+            in_list(&mut owed, &ids);
+            owed.push(" FOR UPDATE");
+            owed.build_query_as().fetch_all(&mut *tx).await?
         }
+        false => orders
+            .iter()
+            .map(|o| (o.order_id, o.user_id.clone()))
+            .collect(),
+    };
+    if buyers.is_empty() {
+        return Ok(0);
+    }
+    if once {
+        let ids: Vec<Uuid> = buyers.iter().map(|(id, _)| *id).collect();
+        let mut mark = QueryBuilder::<MySql>::new("UPDATE orders SET state = ");
+        mark.push_bind(column::RETURNED);
+        mark.push(" WHERE order_id IN ");
+        in_list(&mut mark, &ids);
+        mark.build().execute(&mut *tx).await?;
     }
     let back = sqlx::query(
-        "UPDATE products SET stock = stock + 1, version = version + 1 WHERE id = ? AND epoch = ?",
+        "UPDATE products SET stock = stock + ?, version = version + 1 WHERE id = ? AND epoch = ?",
     )
+    .bind(buyers.len() as i64)
     .bind(product.id)
     .bind(product.epoch)
     .execute(&mut *tx)
     .await?;
     if back.rows_affected() == 0 {
-        return Ok(false);
+        return Ok(0);
     }
-    uncount(&mut tx, ctx).await?;
+    if product.settings.per_user_limit > 0 {
+        for (_, buyer) in &buyers {
+            uncount(&mut tx, product, buyer).await?;
+        }
+    }
     tx.commit().await?;
-    Ok(true)
+    Ok(buyers.len())
 }
 
-/// Takes the unit off the buyer's count (a product with a limit).
-async fn uncount(tx: &mut MySqlConnection, ctx: &BuyCtx<'_>) -> Result<(), BackendError> {
-    if ctx.product.settings.per_user_limit == 0 {
-        return Ok(());
-    }
+/// Takes one unit off `buyer`'s count.
+async fn uncount(
+    tx: &mut MySqlConnection,
+    product: &Product,
+    buyer: &str,
+) -> Result<(), BackendError> {
     sqlx::query(
         "UPDATE buyer_counts SET bought = bought - 1 \
          WHERE product_id = ? AND epoch = ? AND user_id = ? AND bought > 0",
     )
-    .bind(ctx.product.id)
-    .bind(ctx.product.epoch)
-    .bind(&ctx.order.user_id)
+    .bind(product.id)
+    .bind(product.epoch)
+    .bind(buyer)
     .execute(tx)
     .await?;
     Ok(())

@@ -53,9 +53,10 @@ impl Store for MysqlStore {
         &'a self,
         ctx: &'a BuyCtx<'a>,
         _cell: usize,
+        orders: &'a [Order],
         once: bool,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(super::mysql_book::restock(ctx, once))
+    ) -> StoreFuture<'a, usize> {
+        Box::pin(super::mysql_book::restock(ctx, orders, once))
     }
 
     fn set_stock<'a>(

@@ -54,32 +54,45 @@ impl Book for PgBook {
         })
     }
 
-    fn expire<'a>(&'a self, backends: &'a Backends, order_id: Uuid) -> StoreFuture<'a, bool> {
+    fn expire<'a>(
+        &'a self,
+        backends: &'a Backends,
+        order_ids: &'a [Uuid],
+    ) -> StoreFuture<'a, Vec<Uuid>> {
         Box::pin(async move {
-            let expired =
-                sqlx::query("UPDATE orders SET state = $2 WHERE order_id = $1 AND state IS NULL")
-                    .bind(order_id)
-                    .bind(column::EXPIRED)
-                    .execute(&backends.pg)
-                    .await?;
-            Ok(expired.rows_affected() == 1)
+            if order_ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            Ok(sqlx::query_scalar(
+                "UPDATE orders SET state = $2 WHERE order_id = ANY($1) AND state IS NULL \
+                 RETURNING order_id",
+            )
+            .bind(order_ids)
+            .bind(column::EXPIRED)
+            .fetch_all(&backends.pg)
+            .await?)
         })
     }
 
     fn returned<'a>(
         &'a self,
         backends: &'a Backends,
-        order_id: Uuid,
+        order_ids: &'a [Uuid],
         blindly: bool,
     ) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            sqlx::query("UPDATE orders SET state = $2 WHERE order_id = $1 AND ($4 OR state = $3)")
-                .bind(order_id)
-                .bind(column::RETURNED)
-                .bind(column::EXPIRED)
-                .bind(blindly)
-                .execute(&backends.pg)
-                .await?;
+            if order_ids.is_empty() {
+                return Ok(());
+            }
+            sqlx::query(
+                "UPDATE orders SET state = $2 WHERE order_id = ANY($1) AND ($4 OR state = $3)",
+            )
+            .bind(order_ids)
+            .bind(column::RETURNED)
+            .bind(column::EXPIRED)
+            .bind(blindly)
+            .execute(&backends.pg)
+            .await?;
             Ok(())
         })
     }
@@ -160,52 +173,73 @@ impl Book for PgBook {
     }
 }
 
-/// Puts `ctx.order`'s unit back in PostgreSQL's row, in one transaction
-/// with the buyer's count and, `once`, with the order's `expired →
-/// returned` (no unit goes back twice). The version moves too, so an
-/// optimistic writer that read before it retries.
-pub async fn restock(ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
-    let (product, order) = (ctx.product, ctx.order);
+/// Puts the units of `orders` back in PostgreSQL's row, in one
+/// transaction with their buyers' counts and, `once`, with each order's
+/// `expired → returned` (only the orders this call marks go back: no
+/// unit goes back twice). One update of the product's row however many
+/// go back: a reaper behind a busy sale costs the hot row one write per
+/// pass. The version moves too, so an optimistic writer that read before
+/// it retries. How many went back.
+pub async fn restock(
+    ctx: &BuyCtx<'_>,
+    orders: &[Order],
+    once: bool,
+) -> Result<usize, BackendError> {
+    let product = ctx.product;
+    let ids: Vec<Uuid> = orders.iter().map(|o| o.order_id).collect();
     let mut tx = ctx.backends.pg.begin().await?;
-    if once {
-        let marked = sqlx::query("UPDATE orders SET state = $2 WHERE order_id = $1 AND state = $3")
-            .bind(order.order_id)
+    let buyers: Vec<String> = match once {
+        true => {
+            sqlx::query_scalar(
+                "UPDATE orders SET state = $2 WHERE order_id = ANY($1) AND state = $3 \
+                 RETURNING user_id",
+            )
+            .bind(&ids)
             .bind(column::RETURNED)
             .bind(column::EXPIRED)
-            .execute(&mut *tx)
-            .await?;
-        if marked.rows_affected() == 0 {
-            return Ok(false);
+            .fetch_all(&mut *tx)
+            .await?
         }
+        false => orders.iter().map(|o| o.user_id.clone()).collect(),
+    };
+    if buyers.is_empty() {
+        return Ok(0);
     }
     let back = sqlx::query(
-        "UPDATE products SET stock = stock + 1, version = version + 1 \
+        "UPDATE products SET stock = stock + $3, version = version + 1 \
          WHERE id = $1 AND epoch = $2",
     )
     .bind(product.id)
     .bind(product.epoch)
+    .bind(buyers.len() as i64)
     .execute(&mut *tx)
     .await?;
     if back.rows_affected() == 0 {
-        return Ok(false);
+        return Ok(0);
     }
-    uncount(&mut tx, ctx).await?;
+    uncount(&mut tx, product, &buyers).await?;
     tx.commit().await?;
-    Ok(true)
+    Ok(buyers.len())
 }
 
-/// Takes the unit off the buyer's count (a product with a limit).
-async fn uncount(tx: &mut PgConnection, ctx: &BuyCtx<'_>) -> Result<(), BackendError> {
-    if ctx.product.settings.per_user_limit == 0 {
+/// Takes one unit off each of `buyers`' counts (a product with a limit; a
+/// buyer named twice, two).
+async fn uncount(
+    tx: &mut PgConnection,
+    product: &Product,
+    buyers: &[String],
+) -> Result<(), BackendError> {
+    if product.settings.per_user_limit == 0 {
         return Ok(());
     }
     sqlx::query(
-        "UPDATE buyer_counts SET bought = bought - 1 \
-         WHERE product_id = $1 AND epoch = $2 AND user_id = $3 AND bought > 0",
+        "UPDATE buyer_counts AS c SET bought = GREATEST(c.bought - back.n, 0) \
+         FROM (SELECT user_id, count(*) AS n FROM unnest($3::text[]) AS user_id GROUP BY user_id) AS back \
+         WHERE c.product_id = $1 AND c.epoch = $2 AND c.user_id = back.user_id",
     )
-    .bind(ctx.product.id)
-    .bind(ctx.product.epoch)
-    .bind(&ctx.order.user_id)
+    .bind(product.id)
+    .bind(product.epoch)
+    .bind(buyers)
     .execute(tx)
     .await?;
     Ok(())

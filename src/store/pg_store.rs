@@ -47,9 +47,10 @@ impl Store for PgStore {
         &'a self,
         ctx: &'a BuyCtx<'a>,
         _cell: usize,
+        orders: &'a [Order],
         once: bool,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(super::pg_book::restock(ctx, once))
+    ) -> StoreFuture<'a, usize> {
+        Box::pin(super::pg_book::restock(ctx, orders, once))
     }
 
     fn set_stock<'a>(

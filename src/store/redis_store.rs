@@ -292,28 +292,39 @@ impl Store for RedisStore {
         &'a self,
         ctx: &'a BuyCtx<'a>,
         cell: usize,
+        orders: &'a [Order],
         once: bool,
-    ) -> StoreFuture<'a, bool> {
+    ) -> StoreFuture<'a, usize> {
         Box::pin(async move {
             let cell = self.cell(cell)?;
             let counts = cell.counts_buyer && ctx.product.settings.per_user_limit > 0;
-            let back: i64 = RESTOCK
-                .key(&cell.key)
-                .key(cell.place.epoch())
-                .key(cell.place.buyers())
-                .key(cell.restocked_key())
-                .arg(ctx.product.epoch)
-                .arg(ctx.order.order_id.to_string())
-                .arg(&ctx.order.user_id)
-                .arg(if counts { "1" } else { "0" })
-                .arg(if once { "1" } else { "0" })
-                .invoke_async(&mut ctx.redis.clone())
-                .await?;
-            if back == 1 && !cell.counts_buyer {
-                // A segment away from home: the buyer was counted at home.
-                limit::give_back(ctx).await;
-            }
-            Ok(back == 1)
+            // One script per order, each with its marker, all sent at
+            // once: they pipeline on the multiplexed connection.
+            let puts = orders.iter().map(|order| {
+                let mut redis = ctx.redis.clone();
+                async move {
+                    let put: i64 = RESTOCK
+                        .key(&cell.key)
+                        .key(cell.place.epoch())
+                        .key(cell.place.buyers())
+                        .key(cell.restocked_key())
+                        .arg(ctx.product.epoch)
+                        .arg(order.order_id.to_string())
+                        .arg(&order.user_id)
+                        .arg(if counts { "1" } else { "0" })
+                        .arg(if once { "1" } else { "0" })
+                        .invoke_async(&mut redis)
+                        .await?;
+                    if put == 1 && !cell.counts_buyer {
+                        // A segment away from home: the buyer was counted
+                        // at home.
+                        limit::give_back(&ctx.for_order(order)).await;
+                    }
+                    Ok::<_, BackendError>(usize::from(put == 1))
+                }
+            });
+            let back = futures::future::try_join_all(puts).await?.into_iter().sum();
+            Ok(back)
         })
     }
 

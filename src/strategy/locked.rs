@@ -12,6 +12,7 @@ use crate::backends::{Backends, Footprint};
 use crate::info::Info;
 use crate::limit;
 use crate::lock::{Lock, Reading, Waiting};
+use crate::orders::Order;
 use crate::product::Product;
 use crate::sale::BuyCtx;
 use crate::telemetry;
@@ -121,9 +122,13 @@ impl<L: Lock> Strategy for Locked<L> {
 
     /// Under the lock: the critical section writes back a value it read,
     /// so a put-back between its read and its write would be overwritten.
-    async fn restock(&self, ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
-        let cell = ctx.store.restock_cell(ctx.order);
-        under_lock(&self.lock, ctx, ctx.store.restock(ctx, cell, once)).await
+    async fn restock(
+        &self,
+        ctx: &BuyCtx<'_>,
+        orders: &[Order],
+        once: bool,
+    ) -> Result<usize, BackendError> {
+        under_lock(&self.lock, ctx, super::restock_by_cell(ctx, orders, once)).await
     }
 
     /// Under the lock, for the same reason as [`Strategy::restock`].

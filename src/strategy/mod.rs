@@ -32,6 +32,7 @@ pub mod redis_lua;
 pub mod section;
 pub mod segmented;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +43,7 @@ use crate::backends::error::BackendError;
 use crate::backends::{Backends, Footprint};
 use crate::info::Info;
 use crate::lock::Reading;
+use crate::orders::Order;
 use crate::product::{Product, StoreKind};
 use crate::sale::{BuyCtx, Store, Written};
 use crate::store::registry;
@@ -135,19 +137,18 @@ pub trait Strategy: Send + Sync {
         async { Ok(Reading::Unlocked) }
     }
 
-    /// Puts `ctx.order`'s unit back on sale ([`Store::restock`]), guarded
-    /// the way this strategy guards every stock write: the atomic
-    /// strategies' writes are relative (or take the row lock), so the
-    /// put-back needs nothing more; a locked one takes its lock first.
+    /// Puts the units of `orders` back on sale ([`Store::restock`], each
+    /// to its counter), guarded the way this strategy guards every stock
+    /// write: the atomic strategies' writes are relative (or take the row
+    /// lock), so the put-back needs nothing more; a locked one takes its
+    /// lock first. How many went back.
     fn restock(
         &self,
         ctx: &BuyCtx<'_>,
+        orders: &[Order],
         once: bool,
-    ) -> impl Future<Output = Result<bool, BackendError>> + Send {
-        async move {
-            let cell = ctx.store.restock_cell(ctx.order);
-            ctx.store.restock(ctx, cell, once).await
-        }
+    ) -> impl Future<Output = Result<usize, BackendError>> + Send {
+        restock_by_cell(ctx, orders, once)
     }
 
     /// Reconciliation's repair ([`Store::set_stock`]), guarded as
@@ -160,6 +161,31 @@ pub trait Strategy: Send + Sync {
     ) -> impl Future<Output = Result<bool, BackendError>> + Send {
         ctx.store.set_stock(ctx, expected, stock)
     }
+}
+
+/// [`Store::restock`] for `orders`, one call per counter they go back to.
+pub async fn restock_by_cell(
+    ctx: &BuyCtx<'_>,
+    orders: &[Order],
+    once: bool,
+) -> Result<usize, BackendError> {
+    let mut back = 0;
+    for (cell, orders) in by_cell(ctx.store, orders) {
+        back += ctx.store.restock(ctx, cell, &orders, once).await?;
+    }
+    Ok(back)
+}
+
+/// `orders` by the counter each one's unit goes back to.
+pub fn by_cell(store: &dyn Store, orders: &[Order]) -> BTreeMap<usize, Vec<Order>> {
+    let mut cells: BTreeMap<usize, Vec<Order>> = BTreeMap::new();
+    for order in orders {
+        cells
+            .entry(store.restock_cell(order))
+            .or_default()
+            .push(order.clone());
+    }
+    cells
 }
 
 /// The store a product uses under a strategy: its `store` setting, or the
@@ -188,8 +214,9 @@ pub trait Sells: Send + Sync {
     fn restock<'a>(
         &'a self,
         ctx: &'a BuyCtx<'a>,
+        orders: &'a [Order],
         once: bool,
-    ) -> BoxFuture<'a, Result<bool, BackendError>>;
+    ) -> BoxFuture<'a, Result<usize, BackendError>>;
     /// See [`Strategy::repair`]; the future boxed.
     fn repair<'a>(
         &'a self,
@@ -227,9 +254,10 @@ impl<S: Strategy> Sells for S {
     fn restock<'a>(
         &'a self,
         ctx: &'a BuyCtx<'a>,
+        orders: &'a [Order],
         once: bool,
-    ) -> BoxFuture<'a, Result<bool, BackendError>> {
-        Box::pin(Strategy::restock(self, ctx, once))
+    ) -> BoxFuture<'a, Result<usize, BackendError>> {
+        Box::pin(Strategy::restock(self, ctx, orders, once))
     }
 
     fn repair<'a>(

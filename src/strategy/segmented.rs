@@ -34,6 +34,7 @@ use crate::backoff;
 use crate::info::{Expect, Hazard, Info};
 use crate::limit;
 use crate::lock::{Lock, Token, Waiting};
+use crate::orders::Order;
 use crate::product::keys::Place;
 use crate::product::keys::RedisCell;
 use crate::product::{Product, StoreKind, keys};
@@ -177,14 +178,23 @@ impl Strategy for Segmented {
         outcome
     }
 
-    /// Under the lock of the segment the unit goes back to.
-    async fn restock(&self, ctx: &BuyCtx<'_>, once: bool) -> Result<bool, BackendError> {
-        let k = ctx.store.restock_cell(ctx.order);
+    /// Each segment's units under the lock of that segment.
+    async fn restock(
+        &self,
+        ctx: &BuyCtx<'_>,
+        orders: &[Order],
+        once: bool,
+    ) -> Result<usize, BackendError> {
         let segments = ctx.product.settings.segments.max(1);
-        let lock = SegmentLock {
-            key: keys::segment_lock(ctx.product.id, k as u32, segments),
-        };
-        locked::under_lock(&lock, ctx, ctx.store.restock(ctx, k, once)).await
+        let mut back = 0;
+        for (k, orders) in super::by_cell(ctx.store, orders) {
+            let lock = SegmentLock {
+                key: keys::segment_lock(ctx.product.id, k as u32, segments),
+            };
+            let put = ctx.store.restock(ctx, k, &orders, once);
+            back += locked::under_lock(&lock, ctx, put).await?;
+        }
+        Ok(back)
     }
 
     /// Under every segment's lock, taken in order: no sale and no
