@@ -531,7 +531,8 @@ fn a_cluster_spreads_segments_and_products_but_not_one_hot_key() {
 }
 
 #[test]
-fn a_cluster_failover_loses_nothing_unless_the_master_dies_ahead_of_its_replica() {
+fn a_cluster_failover_loses_nothing_unless_the_master_dies_ahead_of_its_replica_and_reconciliation_repairs_that()
+ {
     let rows = scenario("cluster-failover");
     let safe_in_redis: Vec<&str> = Catalogue::new()
         .infos()
@@ -548,6 +549,19 @@ fn a_cluster_failover_loses_nothing_unless_the_master_dies_ahead_of_its_replica(
         let killed = row(&rows, strategy, "sigkill");
         assert!(killed.row.oversold > 0, "{killed:?}");
         assert_eq!(violation(killed, "ok_without_order"), 0, "{killed:?}");
+        // Reconciliation saw them coming: the counter was above its truth
+        // by exactly the units then sold twice.
+        let found = killed.reconciled.as_ref().map(|d| d.drift);
+        assert_eq!(found, Some(killed.row.oversold), "{killed:?}");
+        // Repaired before the second wave, nothing sells twice.
+        let repaired = row(&rows, strategy, "sigkill, reconciled");
+        let drift = repaired.reconciled.as_ref().expect("a reconciliation");
+        assert!(
+            drift.drift > 0 && drift.drift_after == Some(0),
+            "{repaired:?}"
+        );
+        assert_eq!(repaired.row.oversold, 0, "{repaired:?}");
+        assert_eq!(violation(repaired, "ok_without_order"), 0, "{repaired:?}");
     }
     // A holder inside its section when the master dies: what the
     // catalogue declares for a failover, as on Sentinel.
