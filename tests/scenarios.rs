@@ -631,6 +631,26 @@ fn the_bench_measures_every_figure_against_its_baselines() {
             assert!(r.ok_per_sec > 0.0, "it sold: {r:?}");
         }
     }
+    // Where each figure's CPU went, per operation, by process group: the
+    // processes each figure works are busy, the client always.
+    let cpu = |r: &seckill::bench::BenchRow, group: &str| r.cpu_us.get(group).copied();
+    let busy = [
+        ("http", &["client", "nginx", "instances"][..]),
+        ("redis", &["client", "redis"]),
+        ("postgres", &["client", "postgres"]),
+        ("redis-group", &["client", "nginx", "instances", "redis"]),
+        ("db-group", &["client", "nginx", "instances", "postgres"]),
+    ];
+    for (name, groups) in busy {
+        let r = rows.iter().find(|r| r.name == name).expect("a figure");
+        for group in groups {
+            assert!(cpu(r, group).is_some_and(|us| us > 0.0), "{group}: {r:?}");
+        }
+    }
+    // Redis alone runs no HTTP: nginx and the instances did next to
+    // nothing per operation there.
+    let redis = &rows[1];
+    assert!(cpu(redis, "nginx").is_some_and(|us| us < 1.0), "{redis:?}");
 }
 
 /// The give-back mechanism of an order-life row (its variant's tail).

@@ -93,6 +93,7 @@ mod tests {
             mean_group: None,
             reaper_lag_ms: None,
             errors: Default::default(),
+            cpu_us: Default::default(),
         }
     }
 

@@ -32,6 +32,11 @@ impl Sample {
         self.latencies.len() as f64 / self.window.as_secs_f64().max(1e-9)
     }
 
+    /// Counted operations.
+    pub fn count(&self) -> u64 {
+        self.latencies.len() as u64
+    }
+
     /// Successful operations per second.
     pub fn ok_rate(&self) -> f64 {
         self.ok as f64 / self.window.as_secs_f64().max(1e-9)

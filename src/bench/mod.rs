@@ -15,6 +15,7 @@
 //! checked like every race's (`history_ok`, `oversold`).
 
 mod chart;
+mod cpu;
 mod groups;
 mod load;
 
@@ -107,6 +108,11 @@ pub struct BenchRow {
     pub reaper_lag_ms: Option<f64>,
     /// Non-successes by error code.
     pub errors: BTreeMap<String, u64>,
+    /// µs of CPU per operation over the measured seconds, by process
+    /// group: the bench's client, nginx, the instances, Redis,
+    /// PostgreSQL, MariaDB ([`cpu`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpu_us: BTreeMap<String, f64>,
 }
 
 /// Starts a lab, measures, prints the table. `Ok(false)` when a strategy's
@@ -137,6 +143,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
         args.concurrency
     );
     print!("{}", render(&rows));
+    print!("{}", render_cpu(&rows));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -165,37 +172,8 @@ async fn measure(
     let n = args.concurrency;
     let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, n)?;
 
-    eprintln!("bench: the HTTP path alone");
-    let http = load::http(&gateway, n, warmup, duration).await?;
-    eprintln!("bench: Redis alone");
-    let redis = load::redis(&lab.info.redis_url, n, warmup, duration).await?;
-    eprintln!("bench: PostgreSQL alone");
-    let hot_row = 990_000;
-    reset(
-        &gateway,
-        hot_row,
-        "db-atomic",
-        MAX_STOCK,
-        Settings::default(),
-    )
-    .await?;
-    let postgres = load::postgres(&lab.info.postgres_url, hot_row, n, warmup, duration).await?;
-
-    eprintln!("bench: sold-out answers");
-    let sold_out = 990_999;
-    reset(&gateway, sold_out, "redis-lua", 0, Settings::default()).await?;
-    let (sold_out, _, _) = load::buys(&gateway, sold_out, n, warmup, duration).await;
-
-    let bases = [http.rate(), redis.rate(), postgres.rate()];
-    let mut rows: Vec<BenchRow> = [
-        ("http", &http),
-        ("redis", &redis),
-        ("postgres", &postgres),
-        ("sold-out", &sold_out),
-    ]
-    .into_iter()
-    .map(|(name, sample)| BenchRow::of(name, None, sample, bases))
-    .collect();
+    let groups = cpu::Groups::of(&lab.info.processes);
+    let (mut rows, bases) = baselines(&gateway, lab, &groups, (n, warmup, duration)).await?;
 
     let safe = catalogue
         .all()
@@ -215,6 +193,7 @@ async fn measure(
         }
         for (slot, (limit, pay_within_ms)) in figures.into_iter().enumerate() {
             let figure = Figure {
+                groups: &groups,
                 strategy,
                 product: 990_001 + 3 * index as i64 + slot as i64,
                 limit,
@@ -227,8 +206,66 @@ async fn measure(
     Ok(rows)
 }
 
-/// One strategy figure: a strategy, its product, its limit and holds.
+/// The four figures every strategy is measured against (the HTTP path,
+/// Redis and PostgreSQL alone, sold-out answers), and the first three's
+/// rates, the bases of every ratio.
+async fn baselines(
+    gateway: &Target,
+    lab: &Lab,
+    groups: &cpu::Groups,
+    (n, warmup, duration): (usize, Duration, Duration),
+) -> anyhow::Result<(Vec<BenchRow>, [f64; 3])> {
+    let window = (warmup, duration);
+    eprintln!("bench: the HTTP path alone");
+    let (http, http_cpu) =
+        cpu::around(groups, window, load::http(gateway, n, warmup, duration)).await;
+    let http = http?;
+    eprintln!("bench: Redis alone");
+    let redis_url = &lab.info.redis_url;
+    let (redis, redis_cpu) =
+        cpu::around(groups, window, load::redis(redis_url, n, warmup, duration)).await;
+    let redis = redis?;
+    eprintln!("bench: PostgreSQL alone");
+    let hot_row = 990_000;
+    reset(
+        gateway,
+        hot_row,
+        "db-atomic",
+        MAX_STOCK,
+        Settings::default(),
+    )
+    .await?;
+    let pg = load::postgres(&lab.info.postgres_url, hot_row, n, warmup, duration);
+    let (postgres, postgres_cpu) = cpu::around(groups, window, pg).await;
+    let postgres = postgres?;
+
+    eprintln!("bench: sold-out answers");
+    let sold_out = 990_999;
+    reset(gateway, sold_out, "redis-lua", 0, Settings::default()).await?;
+    let buys = load::buys(gateway, sold_out, n, warmup, duration);
+    let ((sold_out, _, _), sold_out_cpu) = cpu::around(groups, window, buys).await;
+
+    let bases = [http.rate(), redis.rate(), postgres.rate()];
+    let rows: Vec<BenchRow> = [
+        ("http", &http, http_cpu),
+        ("redis", &redis, redis_cpu),
+        ("postgres", &postgres, postgres_cpu),
+        ("sold-out", &sold_out, sold_out_cpu),
+    ]
+    .into_iter()
+    .map(|(name, sample, cpu)| BenchRow {
+        cpu_us: cpu.per_op_us(sample.count()),
+        ..BenchRow::of(name, None, sample, bases)
+    })
+    .collect();
+
+    Ok((rows, bases))
+}
+
+/// One strategy figure: a strategy, its product, its limit and holds, and
+/// the processes whose CPU it measures.
 struct Figure<'a> {
+    groups: &'a cpu::Groups,
     strategy: &'a str,
     product: i64,
     limit: u32,
@@ -263,8 +300,9 @@ impl Figure<'_> {
         let (http, instances) = (&gateway.http, &lab.info.instances);
         let before = groups::totals(http, instances, strategy).await?;
         let lag_before = groups::reaper_lag(http, instances).await?;
-        let (sample, attempts, began) =
-            load::buys(gateway, self.product, n, warmup, duration).await;
+        let buys = load::buys(gateway, self.product, n, warmup, duration);
+        let ((sample, attempts, began), cpu) =
+            cpu::around(self.groups, (warmup, duration), buys).await;
         let after = groups::totals(http, instances, strategy).await?;
         let lag_after = groups::reaper_lag(http, instances).await?;
         let row = settled_row(gateway, audit, self.product, &attempts, began).await?;
@@ -276,6 +314,7 @@ impl Figure<'_> {
                 .then(|| lag_after.mean_since(lag_before))
                 .flatten()
                 .map(|s| round(s * 1000.0)),
+            cpu_us: cpu.per_op_us(sample.count()),
             ..BenchRow::of(&name, Some(limit), &sample, bases)
         })
     }
@@ -301,12 +340,34 @@ impl BenchRow {
             mean_group: None,
             reaper_lag_ms: None,
             errors: sample.errors.clone(),
+            cpu_us: BTreeMap::new(),
         }
     }
 }
 
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
+}
+
+/// The CPU table: µs of CPU per operation, by process group, and their
+/// sum.
+fn render_cpu(rows: &[BenchRow]) -> String {
+    let mut out = format!("{:<16} {:>5}", "cpu µs/op", "limit");
+    for group in cpu::names() {
+        out.push_str(&format!(" {group:>9}"));
+    }
+    out.push_str(&format!(" {:>9}\n", "total"));
+    for r in rows {
+        let limit = r.per_user_limit.map_or("-".to_owned(), |l| l.to_string());
+        out.push_str(&format!("{:<16} {limit:>5}", r.name));
+        for group in cpu::names() {
+            let us = r.cpu_us.get(group).copied().unwrap_or(0.0);
+            out.push_str(&format!(" {us:>9.1}"));
+        }
+        let total: f64 = r.cpu_us.values().sum();
+        out.push_str(&format!(" {total:>9.1}\n"));
+    }
+    out
 }
 
 /// The rows as an aligned table.
