@@ -44,6 +44,9 @@ have chromium || need+=(chromium)
 # which scripts/playwright.sh installs from the npm registry.
 have node || need+=(nodejs)
 have npm || need+=(npm)
+# wrk: the reference HTTP load generator `seckill bench` measures its own
+# client against (its `(wrk)` figures).
+have wrk || need+=(wrk)
 # Python with venv and pip, for Schemathesis' virtualenv.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 

@@ -606,8 +606,22 @@ fn the_bench_measures_every_figure_against_its_baselines() {
             ("redis-group", Some(1)),
             ("db-group", Some(0)),
             ("db-group", Some(1)),
+            // wrk's (scripts/deps.sh installs it): its ratios over its own
+            // HTTP path.
+            ("http (wrk)", None),
+            ("redis-group (wrk)", Some(1)),
+            ("db-group (wrk)", Some(1)),
         ]
     );
+    let (own, by_wrk) = rows.split_at(8);
+    for r in by_wrk {
+        assert!(r.ops_per_sec > 0.0, "{r:?}");
+        let ratio = r.ops_per_sec / by_wrk[0].ops_per_sec;
+        assert!((r.vs_http - ratio).abs() < 0.02, "{r:?}");
+        if r.per_user_limit.is_some() {
+            assert_eq!(r.oversold, Some(0), "{r:?}");
+        }
+    }
     assert!(rows[..4].iter().all(|r| r.mean_group.is_none()), "{rows:?}");
     let sold_out = &rows[3];
     assert_eq!(sold_out.ok_per_sec, 0.0, "{sold_out:?}");
@@ -617,7 +631,7 @@ fn the_bench_measures_every_figure_against_its_baselines() {
         "{sold_out:?}"
     );
     let http = rows[0].ops_per_sec;
-    for r in &rows {
+    for r in own {
         assert!(r.ops_per_sec > 0.0, "{r:?}");
         // Each ratio is the figure over the same run's baseline.
         let ratio = r.ops_per_sec / http;

@@ -88,7 +88,11 @@ pub async fn around<T>(
         let begin = groups.snapshot_off_runtime().await;
         tokio::time::sleep(duration).await;
         let end = groups.snapshot_off_runtime().await;
-        Window { begin, end }
+        Window {
+            begin,
+            end,
+            seconds: duration.as_secs_f64(),
+        }
     });
     let out = load.await;
     let window = sampler.await.unwrap_or_default();
@@ -100,9 +104,15 @@ pub async fn around<T>(
 pub struct Window {
     begin: Snapshot,
     end: Snapshot,
+    seconds: f64,
 }
 
 impl Window {
+    /// How long the measured seconds were.
+    pub fn seconds(&self) -> f64 {
+        self.seconds
+    }
+
     /// µs of CPU per operation of each group, over `ops` operations.
     pub fn per_op_us(&self, ops: u64) -> BTreeMap<String, f64> {
         self.begin.per_op_us(&self.end, ops)

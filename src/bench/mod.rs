@@ -18,6 +18,7 @@ mod chart;
 mod cpu;
 mod groups;
 mod load;
+mod wrk;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,7 +31,7 @@ use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
 use crate::product::{MAX_STOCK, Settings};
 use crate::race::client::Target;
-use crate::race::driver::{Audit, reset, settled_row};
+use crate::race::driver::{Audit, drained_ledger, reset, settled_row};
 use crate::strategy::Catalogue;
 use load::Sample;
 
@@ -144,6 +145,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     );
     print!("{}", render(&rows));
     print!("{}", render_cpu(&rows));
+    let http = |name: &str| rows.iter().find(|r| r.name == name).map(|r| r.ops_per_sec);
+    if let (Some(own), Some(wrk)) = (http("http"), http("http (wrk)")) {
+        println!(
+            "the bench's client: its HTTP path at {:.2}× wrk's (wrk figures: ×http over wrk's own HTTP path)",
+            own / wrk.max(1e-9)
+        );
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -202,6 +210,55 @@ async fn measure(
             let window = (n, warmup, duration);
             rows.push(figure.measure(&gateway, lab, &audit, window, bases).await?);
         }
+    }
+    if wrk::installed() {
+        let window = (n, warmup, duration);
+        let by_wrk = wrk_figures(&gateway, &groups, &args.strategies, window, bases).await?;
+        rows.extend(by_wrk);
+    }
+    Ok(rows)
+}
+
+/// The same load from wrk ([`wrk`]): the HTTP path, then each strategy
+/// with `per_user_limit` 1. A wrk figure's ×http is over wrk's own HTTP
+/// path, so that it compares with the bench client's ratio; no history
+/// (wrk keeps no answers), the oversell from the ledger, and no client
+/// CPU (wrk is not the bench's process).
+async fn wrk_figures(
+    gateway: &Target,
+    groups: &cpu::Groups,
+    strategies: &[String],
+    (n, warmup, duration): (usize, Duration, Duration),
+    bases: [f64; 3],
+) -> anyhow::Result<Vec<BenchRow>> {
+    let base = &gateway.base;
+    let window = (warmup, duration);
+    eprintln!("bench: the HTTP path alone, from wrk");
+    let load = wrk::rate(base, wrk::Load::Health, n, window);
+    let (http, cpu) = cpu::around(groups, window, load).await;
+    let http = http?;
+    let mut rows = vec![BenchRow::of_wrk(
+        "http (wrk)",
+        None,
+        http,
+        [http, bases[1], bases[2]],
+        &cpu,
+    )];
+    for (index, strategy) in strategies.iter().enumerate() {
+        eprintln!("bench: {strategy}, per_user_limit 1, from wrk");
+        let product = 990_101 + index as i64;
+        let settings = Settings {
+            work_ms: 0,
+            per_user_limit: 1,
+            ..Settings::default()
+        };
+        reset(gateway, product, strategy, MAX_STOCK, settings).await?;
+        let load = wrk::rate(base, wrk::Load::Buys(product), n, window);
+        let (rate, cpu) = cpu::around(groups, window, load).await;
+        let name = format!("{strategy} (wrk)");
+        let mut row = BenchRow::of_wrk(&name, Some(1), rate?, [http, bases[1], bases[2]], &cpu);
+        row.oversold = Some(drained_ledger(gateway, product).await?.oversold);
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -345,6 +402,40 @@ impl BenchRow {
     }
 }
 
+impl BenchRow {
+    /// A wrk figure of `rate` requests per second over `bases`; the CPU
+    /// of every group but the client's.
+    fn of_wrk(
+        name: &str,
+        per_user_limit: Option<u32>,
+        rate: f64,
+        bases: [f64; 3],
+        cpu: &cpu::Window,
+    ) -> Self {
+        let [vs_http, vs_redis, vs_postgres] = bases.map(|b| round(rate / b.max(1e-9)));
+        let ops = (rate * cpu.seconds()) as u64;
+        let mut cpu_us = cpu.per_op_us(ops);
+        cpu_us.remove("client");
+        Self {
+            name: name.to_owned(),
+            per_user_limit,
+            ops_per_sec: round(rate),
+            ok_per_sec: round(rate),
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+            vs_http,
+            vs_redis,
+            vs_postgres,
+            history_ok: None,
+            oversold: None,
+            mean_group: None,
+            reaper_lag_ms: None,
+            errors: BTreeMap::new(),
+            cpu_us,
+        }
+    }
+}
+
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
@@ -361,8 +452,10 @@ fn render_cpu(rows: &[BenchRow]) -> String {
         let limit = r.per_user_limit.map_or("-".to_owned(), |l| l.to_string());
         out.push_str(&format!("{:<16} {limit:>5}", r.name));
         for group in cpu::names() {
-            let us = r.cpu_us.get(group).copied().unwrap_or(0.0);
-            out.push_str(&format!(" {us:>9.1}"));
+            match r.cpu_us.get(group) {
+                Some(us) => out.push_str(&format!(" {us:>9.1}")),
+                None => out.push_str(&format!(" {:>9}", "-")),
+            }
         }
         let total: f64 = r.cpu_us.values().sum();
         out.push_str(&format!(" {total:>9.1}\n"));
