@@ -381,41 +381,19 @@ impl BenchRow {
     /// The row of `sample`, its rate over each of `bases` (the HTTP path,
     /// Redis, PostgreSQL); no history.
     fn of(name: &str, per_user_limit: Option<u32>, sample: &Sample, bases: [f64; 3]) -> Self {
-        let [vs_http, vs_redis, vs_postgres] = bases.map(|b| round(sample.rate() / b.max(1e-9)));
         Self {
-            name: name.to_owned(),
-            per_user_limit,
-            ops_per_sec: round(sample.rate()),
             ok_per_sec: round(sample.ok_rate()),
             p50_ms: sample.percentile_ms(0.50),
             p99_ms: sample.percentile_ms(0.99),
-            vs_http,
-            vs_redis,
-            vs_postgres,
-            history_ok: None,
-            oversold: None,
-            mean_group: None,
-            reaper_lag_ms: None,
             errors: sample.errors.clone(),
-            cpu_us: BTreeMap::new(),
+            ..Self::at(name, per_user_limit, sample.rate(), bases)
         }
     }
-}
 
-impl BenchRow {
-    /// A wrk figure of `rate` requests per second over `bases`; the CPU
-    /// of every group but the client's.
-    fn of_wrk(
-        name: &str,
-        per_user_limit: Option<u32>,
-        rate: f64,
-        bases: [f64; 3],
-        cpu: &cpu::Window,
-    ) -> Self {
+    /// A figure of `rate` operations per second, every one a success,
+    /// over each of `bases`; nothing else known yet.
+    fn at(name: &str, per_user_limit: Option<u32>, rate: f64, bases: [f64; 3]) -> Self {
         let [vs_http, vs_redis, vs_postgres] = bases.map(|b| round(rate / b.max(1e-9)));
-        let ops = (rate * cpu.seconds()) as u64;
-        let mut cpu_us = cpu.per_op_us(ops);
-        cpu_us.remove("client");
         Self {
             name: name.to_owned(),
             per_user_limit,
@@ -431,7 +409,26 @@ impl BenchRow {
             mean_group: None,
             reaper_lag_ms: None,
             errors: BTreeMap::new(),
+            cpu_us: BTreeMap::new(),
+        }
+    }
+}
+
+impl BenchRow {
+    /// A wrk figure of `rate` requests per second over `bases`; the CPU
+    /// of every group but the client's.
+    fn of_wrk(
+        name: &str,
+        per_user_limit: Option<u32>,
+        rate: f64,
+        bases: [f64; 3],
+        cpu: &cpu::Window,
+    ) -> Self {
+        let mut cpu_us = cpu.per_op_us((rate * cpu.seconds()) as u64);
+        cpu_us.remove("client");
+        Self {
             cpu_us,
+            ..Self::at(name, per_user_limit, rate, bases)
         }
     }
 }
