@@ -440,14 +440,14 @@ fn round(x: f64) -> f64 {
 /// The CPU table: µs of CPU per operation, by process group, and their
 /// sum.
 fn render_cpu(rows: &[BenchRow]) -> String {
-    let mut out = format!("{:<16} {:>5}", "cpu µs/op", "limit");
+    let mut out = format!("{:<18} {:>5}", "cpu µs/op", "limit");
     for group in cpu::names() {
         out.push_str(&format!(" {group:>9}"));
     }
     out.push_str(&format!(" {:>9}\n", "total"));
     for r in rows {
         let limit = r.per_user_limit.map_or("-".to_owned(), |l| l.to_string());
-        out.push_str(&format!("{:<16} {limit:>5}", r.name));
+        out.push_str(&format!("{:<18} {limit:>5}", r.name));
         for group in cpu::names() {
             match r.cpu_us.get(group) {
                 Some(us) => out.push_str(&format!(" {us:>9.1}")),
@@ -463,7 +463,7 @@ fn render_cpu(rows: &[BenchRow]) -> String {
 /// The rows as an aligned table.
 fn render(rows: &[BenchRow]) -> String {
     let mut out = format!(
-        "{:<16} {:>5} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6}  errors\n",
+        "{:<18} {:>5} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6}  errors\n",
         "figure",
         "limit",
         "ops/s",
@@ -489,7 +489,7 @@ fn render(rows: &[BenchRow]) -> String {
         }
         let group = r.mean_group.map_or("-".to_owned(), |g| format!("{g:.1}"));
         out.push_str(&format!(
-            "{:<16} {:>5} {:>10.0} {:>10.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>6}  {}\n",
+            "{:<18} {:>5} {:>10.0} {:>10.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>6}  {}\n",
             r.name,
             limit,
             r.ops_per_sec,
