@@ -5,8 +5,12 @@
 //! A group is its processes and every process below them (PostgreSQL
 //! forks a backend per connection, nginx its workers), read from one scan
 //! of `/proc` per snapshot; `utime + stime` covers every thread of a
-//! process. The client is the bench's own process alone (the lab's
-//! processes are its children). Linux only, as the lab is.
+//! process, and `cutime + cstime` the children it has reaped — a backend
+//! whose connection closed before the window's end (the bench's own pool,
+//! closed as its figure ends) is gone from `/proc`, and its time with it,
+//! unless counted in its parent. The client is the bench's own process
+//! alone, without its children (the lab's processes, wrk). Linux only, as
+//! the lab is.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -143,8 +147,19 @@ impl Snapshot {
 
 /// Every process's parent and CPU ticks, from one scan of `/proc`.
 struct ProcTable {
-    /// pid → (parent pid, utime + stime).
-    processes: HashMap<u32, (u32, u64)>,
+    /// pid → its [`Stat`].
+    processes: HashMap<u32, Stat>,
+}
+
+/// What a snapshot reads of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    /// Its parent.
+    parent: u32,
+    /// `utime + stime`: its own threads.
+    own: u64,
+    /// `cutime + cstime`: the children it has waited for.
+    reaped: u64,
 }
 
 impl ProcTable {
@@ -174,18 +189,18 @@ impl ProcTable {
             return roots
                 .iter()
                 .filter_map(|pid| self.processes.get(pid))
-                .map(|(_, ticks)| ticks)
+                .map(|stat| stat.own)
                 .sum();
         }
         let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-        for (pid, (parent, _)) in &self.processes {
-            children.entry(*parent).or_default().push(*pid);
+        for (pid, stat) in &self.processes {
+            children.entry(stat.parent).or_default().push(*pid);
         }
         let mut total = 0;
         let mut stack: Vec<u32> = roots.to_vec();
         while let Some(pid) = stack.pop() {
-            if let Some((_, ticks)) = self.processes.get(&pid) {
-                total += ticks;
+            if let Some(stat) = self.processes.get(&pid) {
+                total += stat.own + stat.reaped;
             }
             stack.extend(children.get(&pid).into_iter().flatten());
         }
@@ -193,17 +208,19 @@ impl ProcTable {
     }
 }
 
-/// `(parent pid, utime + stime)` from a `/proc/<pid>/stat` line. The
-/// command name may hold spaces and parentheses: fields are counted
-/// after its last `)`.
-fn parse_stat(text: &str) -> Option<(u32, u64)> {
+/// A `/proc/<pid>/stat` line's [`Stat`]. The command name may hold
+/// spaces and parentheses: fields are counted after its last `)`.
+fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state (3), ppid (4), …, utime (14), stime (15).
-    let parent = fields.get(1)?.parse().ok()?;
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((parent, utime + stime))
+    // After the name: state (3), ppid (4), …, utime (14), stime (15),
+    // cutime (16), cstime (17).
+    let number = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some(Stat {
+        parent: fields.get(1)?.parse().ok()?,
+        own: number(11)? + number(12)?,
+        reaped: number(13)? + number(14)?,
+    })
 }
 
 /// The kernel's clock ticks per second (`_SC_CLK_TCK`, 100 on Linux).
@@ -220,8 +237,13 @@ mod tests {
 
     #[test]
     fn a_stat_line_is_read_after_the_names_last_parenthesis() {
-        let line = "42 (a (weird) name) S 7 42 42 0 -1 4194560 100 0 0 0 250 31 0 0 20 0 4 0";
-        assert_eq!(parse_stat(line), Some((7, 281)));
+        let line = "42 (a (weird) name) S 7 42 42 0 -1 4194560 100 0 0 0 250 31 9 3 20 0 4 0";
+        let stat = Stat {
+            parent: 7,
+            own: 281,
+            reaped: 12,
+        };
+        assert_eq!(parse_stat(line), Some(stat));
         assert_eq!(parse_stat("garbage"), None);
     }
 
@@ -243,6 +265,22 @@ mod tests {
         assert!(after.ticks(&[me], false) > before);
         // Below the test process: at least itself.
         assert!(after.ticks(&[me], true) >= after.ticks(&[me], false));
+    }
+
+    #[test]
+    fn a_child_that_exited_is_counted_in_its_parent() {
+        let me = std::process::id();
+        let before = ProcTable::read().ticks(&[me], true);
+        // A child busy for half a second of wall time, then waited for.
+        let status = std::process::Command::new("sh")
+            .args(["-c", "end=$(( $(date +%s%N) + 500000000 )); while [ $(date +%s%N) -lt $end ]; do :; done"])
+            .status()
+            .expect("sh");
+        assert!(status.success());
+        let table = ProcTable::read();
+        assert!(table.ticks(&[me], true) > before);
+        // Not in the process's own time: the client column leaves it out.
+        assert!(table.processes[&me].reaped > 0);
     }
 
     /// This process's CPU time in seconds, from the kernel's own clock.

@@ -175,19 +175,25 @@ pub async fn redis(
     Ok(sample)
 }
 
+/// A pool of `n` connections for [`postgres`], opened before its figure
+/// and closed after it (by the caller), so that the figure's CPU window
+/// sees its backends alive from end to end.
+pub async fn postgres_pool(url: &str, n: usize) -> anyhow::Result<sqlx::PgPool> {
+    Ok(sqlx::postgres::PgPoolOptions::new()
+        .max_connections(n.clamp(1, 200) as u32)
+        .connect(url)
+        .await?)
+}
+
 /// PostgreSQL alone: the hot-row conditional decrement, one statement per
-/// transaction, from `n` connections.
+/// transaction, from `n` connections of `pool`.
 pub async fn postgres(
-    url: &str,
+    pool: &sqlx::PgPool,
     product: i64,
     n: usize,
     warmup: Duration,
     duration: Duration,
-) -> anyhow::Result<Sample> {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(n.clamp(1, 200) as u32)
-        .connect(url)
-        .await?;
+) -> Sample {
     let op = {
         let pool = pool.clone();
         move |_| {
@@ -208,9 +214,7 @@ pub async fn postgres(
             }
         }
     };
-    let sample = run_for(n, warmup, duration, op).await.0;
-    pool.close().await;
-    Ok(sample)
+    run_for(n, warmup, duration, op).await.0
 }
 
 /// Buys of `product` through the gateway, each from a new buyer; every

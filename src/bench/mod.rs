@@ -292,9 +292,10 @@ async fn baselines(
         Settings::default(),
     )
     .await?;
-    let pg = load::postgres(&lab.info.postgres_url, hot_row, n, warmup, duration);
+    let pool = load::postgres_pool(&lab.info.postgres_url, n).await?;
+    let pg = load::postgres(&pool, hot_row, n, warmup, duration);
     let (postgres, postgres_cpu) = cpu::around(groups, window, pg).await;
-    let postgres = postgres?;
+    pool.close().await;
 
     eprintln!("bench: sold-out answers");
     let sold_out = 990_999;
