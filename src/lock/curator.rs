@@ -87,13 +87,24 @@ async fn queue(
 }
 
 /// `InterProcessMutex` under `dir`: zookeeper-client's own recipe with
-/// Curator's node names.
+/// Curator's node names (`_c_<uuid>-lock-<sequence>`).
+///
+/// The names are built here and passed as a custom prefix rather than
+/// through `LockPrefix::new_curator`: when a wait is abandoned while its
+/// node's creation is unconfirmed (its deadline passes during a
+/// connection loss), zookeeper-client 0.11 cleans a Curator-prefixed node
+/// up by its bare child name, without its directory, so the delete fails
+/// and the node outlives the wait for as long as the session lives — a
+/// product locked for good. The `power-cut` scenario hit it: the create
+/// reached ZooKeeper and its answer died with the server. A custom prefix
+/// is cleaned up by its full path.
 pub async fn mutex(
     client: &zk::Client,
     dir: &str,
     deadline: Instant,
 ) -> Result<Option<zk::OwnedLockClient>, BackendError> {
-    let prefix = zk::LockPrefix::new_curator(dir, "lock-").map_err(zk_error)?;
+    let unique = format!("{dir}/_c_{}-lock-", uuid::Uuid::new_v4());
+    let prefix = zk::LockPrefix::new_custom(unique, "lock-").map_err(zk_error)?;
     queue(client, prefix, deadline).await
 }
 
