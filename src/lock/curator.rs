@@ -17,6 +17,7 @@
 //! Each node a recipe creates itself is an [`OwnedNode`], deleted when it
 //! is dropped, so a cancelled wait leaves nothing in the queue.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use zookeeper_client as zk;
@@ -71,18 +72,98 @@ async fn create_node(client: &zk::Client, prefix: &str) -> Result<OwnedNode, Bac
     Err(BackendError::ZooKeeper(format!("{parent} vanished twice")))
 }
 
+/// The unique names (`_c_<uuid>-lock-`) of the mutex nodes this process
+/// waits with or holds: a node of this session under any other name is
+/// an orphan ([`sweep_orphans`]).
+static KNOWN: std::sync::LazyLock<std::sync::Mutex<HashSet<String>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// A name in [`KNOWN`] for as long as this lives.
+pub struct Known(String);
+
+impl Known {
+    fn new(name: String) -> Self {
+        known().insert(name.clone());
+        Self(name)
+    }
+}
+
+impl Drop for Known {
+    fn drop(&mut self) {
+        known().remove(&self.0);
+    }
+}
+
+fn known() -> std::sync::MutexGuard<'static, HashSet<String>> {
+    KNOWN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A lock queue's node, held: deleted (by zookeeper-client) when dropped,
+/// its name known until then (fields drop in order).
+pub struct Queued {
+    _lock: zk::OwnedLockClient,
+    _known: Option<Known>,
+}
+
 /// Waits in the queue `prefix` names until our node is first (the lock is
 /// ours) or `deadline` passes (`None`; dropping the wait deletes our node,
-/// so we leave the queue).
+/// so we leave the queue). `known` keeps the node's name known meanwhile.
 async fn queue(
     client: &zk::Client,
     prefix: zk::LockPrefix<'_>,
     deadline: Instant,
-) -> Result<Option<zk::OwnedLockClient>, BackendError> {
+    known: Option<Known>,
+) -> Result<Option<Queued>, BackendError> {
     match tokio::time::timeout_at(deadline.into(), client.lock(prefix, b"", lock_options()?)).await
     {
-        Ok(locked) => Ok(Some(locked.map_err(zk_error)?.into_owned())),
+        Ok(locked) => Ok(Some(Queued {
+            _lock: locked.map_err(zk_error)?.into_owned(),
+            _known: known,
+        })),
         Err(_elapsed) => Ok(None),
+    }
+}
+
+/// Deletes the mutex nodes under `dir` that this session owns but no
+/// waiter or holder of this process knows: left behind when a clean-up
+/// failed (a wait abandoned during a connection loss; see [`mutex`]), they
+/// would lock the product for as long as the session lives. Best effort:
+/// an error leaves them to the next sweep.
+async fn sweep_orphans(client: &zk::Client, dir: &str) {
+    let Ok(children) = client.list_children(dir).await else {
+        return;
+    };
+    let suspects: Vec<String> = {
+        let known = known();
+        children
+            .into_iter()
+            .filter(|c| c.contains("lock-") && !known.iter().any(|k| c.starts_with(k.as_str())))
+            .map(|c| format!("{dir}/{c}"))
+            .collect()
+    };
+    if suspects.is_empty() {
+        return;
+    }
+    let mut reader = client.new_multi_reader();
+    for path in &suspects {
+        if reader.add_get_data(path).is_err() {
+            return;
+        }
+    }
+    let Ok(results) = reader.commit().await else {
+        return;
+    };
+    let session = client.session_id().0;
+    for (path, result) in suspects.iter().zip(results) {
+        if let zk::MultiReadResult::Data { stat, .. } = result
+            && stat.ephemeral_owner == session
+        {
+            tracing::warn!(
+                path,
+                "deleting a lock node of this session that nothing here holds or waits with"
+            );
+            let _ = client.delete(path, None).await;
+        }
     }
 }
 
@@ -97,15 +178,19 @@ async fn queue(
 /// and the node outlives the wait for as long as the session lives — a
 /// product locked for good. The `power-cut` scenario hit it: the create
 /// reached ZooKeeper and its answer died with the server. A custom prefix
-/// is cleaned up by its full path.
+/// is cleaned up by its full path; and every wait first sweeps away this
+/// session's nodes that nothing here knows ([`sweep_orphans`]), whatever
+/// left them.
 pub async fn mutex(
     client: &zk::Client,
     dir: &str,
     deadline: Instant,
-) -> Result<Option<zk::OwnedLockClient>, BackendError> {
-    let unique = format!("{dir}/_c_{}-lock-", uuid::Uuid::new_v4());
-    let prefix = zk::LockPrefix::new_custom(unique, "lock-").map_err(zk_error)?;
-    queue(client, prefix, deadline).await
+) -> Result<Option<Queued>, BackendError> {
+    sweep_orphans(client, dir).await;
+    let name = format!("_c_{}-lock-", uuid::Uuid::new_v4());
+    let known = Known::new(name.clone());
+    let prefix = zk::LockPrefix::new_custom(format!("{dir}/{name}"), "lock-").map_err(zk_error)?;
+    queue(client, prefix, deadline, Some(known)).await
 }
 
 /// Whether `watcher` fired before `deadline`.
@@ -161,12 +246,12 @@ pub async fn write_lock(
     client: &zk::Client,
     dir: &str,
     deadline: Instant,
-) -> Result<Option<zk::OwnedLockClient>, BackendError> {
+) -> Result<Option<Queued>, BackendError> {
     // The node's name holds "__WRIT__"; waiting on every name holding
     // "__" puts the readers in the writer's queue too.
     let prefix = format!("{dir}/_c_{}-__WRIT__", uuid::Uuid::new_v4());
     let prefix = zk::LockPrefix::new_custom(prefix, "__").map_err(zk_error)?;
-    queue(client, prefix, deadline).await
+    queue(client, prefix, deadline, None).await
 }
 
 /// The read lock of `InterProcessReadWriteLock` under `dir`: held as soon
@@ -216,12 +301,12 @@ pub async fn buyer_lock(
     dir: &str,
     buyer: &str,
     deadline: Instant,
-) -> Result<Option<zk::OwnedLockClient>, BackendError> {
+) -> Result<Option<Queued>, BackendError> {
     let hex: String = buyer.bytes().map(|b| format!("{b:02x}")).collect();
     let name = format!("-{hex}-lock-");
     let prefix = format!("{dir}/_c_{}{name}", uuid::Uuid::new_v4());
     let prefix = zk::LockPrefix::new_custom(prefix, &name).map_err(zk_error)?;
-    queue(client, prefix, deadline).await
+    queue(client, prefix, deadline, None).await
 }
 
 /// ZooKeeper errors as backend errors.

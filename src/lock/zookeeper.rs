@@ -74,16 +74,16 @@ pub struct ZooKeeperLock;
 /// deletes them.
 pub enum Held {
     /// A node in a lock queue (`mutex`, the write lock).
-    Queued(zk::OwnedLockClient),
+    Queued(curator::Queued),
     /// The semaphore's lease node.
     Lease(curator::OwnedNode),
     /// `multi-lock`: the buyer's lock, then the product's, released in
     /// reverse.
     Both {
         /// The buyer's lock, taken first.
-        buyer: zk::OwnedLockClient,
+        buyer: curator::Queued,
         /// The product's, taken second.
-        product: zk::OwnedLockClient,
+        product: curator::Queued,
     },
 }
 
