@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use redis::Script;
 
-use crate::race::client::Target;
+use super::lean::{self, Conn};
+use crate::check::history::Op;
+use crate::race::client::{Answer, Target};
 use crate::race::driver::Attempt;
 
 /// What one measured window saw.
@@ -48,26 +50,30 @@ impl Sample {
     }
 }
 
-/// Runs `op(seq)` from `n` workers (`seq` unique across them) for `warmup`
-/// plus `duration`. `op` answers `None` on success or the error's name,
-/// and a value kept for every operation, counted or not.
-pub async fn run_for<T, F, Fut>(
-    n: usize,
+/// Runs `op(state, seq)` from one worker per entry of `states` (`seq`
+/// unique across them) for `warmup` plus `duration`: each worker owns its
+/// state (a connection, a buffer), which `op` takes and hands back with
+/// `None` on success or the error's name, and a value kept for every
+/// operation, counted or not.
+pub async fn run_for<S, T, F, Fut>(
+    states: Vec<S>,
     warmup: Duration,
     duration: Duration,
     op: F,
 ) -> (Sample, Vec<T>)
 where
+    S: Send + 'static,
     T: Send + 'static,
-    F: Fn(usize) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = (Option<String>, T)> + Send,
+    F: Fn(S, usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = (S, Option<String>, T)> + Send,
 {
     let begin = Instant::now();
     let measured_from = begin + warmup;
     let end = measured_from + duration;
     let next = Arc::new(AtomicUsize::new(0));
-    let workers: Vec<_> = (0..n.max(1))
-        .map(|_| {
+    let workers: Vec<_> = states
+        .into_iter()
+        .map(|mut state| {
             let (op, next) = (op.clone(), next.clone());
             tokio::spawn(async move {
                 let mut seen = Vec::new();
@@ -75,7 +81,8 @@ where
                 while Instant::now() < end {
                     let seq = next.fetch_add(1, Ordering::Relaxed);
                     let started = Instant::now();
-                    let (error, value) = op(seq).await;
+                    let (back, error, value) = op(state, seq).await;
+                    state = back;
                     let finished = Instant::now();
                     if started >= measured_from && finished <= end {
                         seen.push((finished - started, error));
@@ -109,6 +116,12 @@ where
     (sample, values)
 }
 
+/// `n` connections to the gateway at `base`, one per worker.
+async fn conns(base: &str, n: usize) -> anyhow::Result<Vec<Conn>> {
+    let addr = lean::resolve(base).await?;
+    Ok((0..n.max(1)).map(|_| Conn::new(addr)).collect())
+}
+
 /// The HTTP path alone: `GET /healthz` through the gateway.
 pub async fn http(
     target: &Target,
@@ -116,20 +129,31 @@ pub async fn http(
     warmup: Duration,
     duration: Duration,
 ) -> anyhow::Result<Sample> {
-    let url = format!("{}/healthz", target.base);
-    let client = target.http.clone();
-    let op = move |_| {
-        let (client, url) = (client.clone(), url.clone());
+    let request: Arc<[u8]> = Arc::from(
+        format!(
+            "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n",
+            host(&target.base)
+        )
+        .into_bytes(),
+    );
+    let op = move |mut conn: Conn, _| {
+        let request = request.clone();
         async move {
-            let error = match client.get(&url).send().await {
-                Ok(r) if r.status().is_success() => None,
-                Ok(r) => Some(format!("http_{}", r.status().as_u16())),
+            let error = match conn.send(&request, true).await {
+                Ok(reply) if reply.status == 200 => None,
+                Ok(reply) => Some(format!("http_{}", reply.status)),
                 Err(_) => Some("transport".to_owned()),
             };
-            (error, ())
+            (conn, error, ())
         }
     };
-    Ok(run_for(n, warmup, duration, op).await.0)
+    let states = conns(&target.base, n).await?;
+    Ok(run_for(states, warmup, duration, op).await.0)
+}
+
+/// The `Host` a request to `base` names.
+fn host(base: &str) -> &str {
+    base.trim_start_matches("http://").trim_end_matches('/')
 }
 
 /// Redis alone: the check-and-decrement a sale makes, as one script per
@@ -155,21 +179,22 @@ pub async fn redis(
         "if tonumber(redis.call('GET', KEYS[1]) or '0') <= 0 then return 0 end \
          redis.call('DECR', KEYS[1]) return 1",
     ));
-    let connections = Arc::new(connections);
-    let op = move |seq: usize| {
-        let (script, connections) = (script.clone(), connections.clone());
+    let op = move |mut conn: redis::aio::MultiplexedConnection, _| {
+        let script = script.clone();
         async move {
-            let mut conn = connections[seq % connections.len()].clone();
             let answer: redis::RedisResult<i64> = script.key(KEY).invoke_async(&mut conn).await;
             let error = match answer {
                 Ok(1) => None,
                 Ok(_) => Some("sold_out".to_owned()),
                 Err(_) => Some("redis".to_owned()),
             };
-            (error, ())
+            (conn, error, ())
         }
     };
-    let sample = run_for(n, warmup, duration, op).await.0;
+    let states = (0..n.max(1))
+        .map(|i| connections[i % connections.len()].clone())
+        .collect();
+    let sample = run_for(states, warmup, duration, op).await.0;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let _: () = redis::cmd("DEL").arg(KEY).query_async(&mut conn).await?;
     Ok(sample)
@@ -194,27 +219,20 @@ pub async fn postgres(
     warmup: Duration,
     duration: Duration,
 ) -> Sample {
-    let op = {
-        let pool = pool.clone();
-        move |_| {
-            let pool = pool.clone();
-            async move {
-                let done = sqlx::query(
-                    "UPDATE products SET stock = stock - 1 WHERE id = $1 AND stock > 0",
-                )
-                .bind(product)
-                .execute(&pool)
-                .await;
-                let error = match done {
-                    Ok(r) if r.rows_affected() == 1 => None,
-                    Ok(_) => Some("sold_out".to_owned()),
-                    Err(_) => Some("postgres".to_owned()),
-                };
-                (error, ())
-            }
-        }
+    let op = move |pool: sqlx::PgPool, _| async move {
+        let done = sqlx::query("UPDATE products SET stock = stock - 1 WHERE id = $1 AND stock > 0")
+            .bind(product)
+            .execute(&pool)
+            .await;
+        let error = match done {
+            Ok(r) if r.rows_affected() == 1 => None,
+            Ok(_) => Some("sold_out".to_owned()),
+            Err(_) => Some("postgres".to_owned()),
+        };
+        (pool, error, ())
     };
-    run_for(n, warmup, duration, op).await.0
+    let states = (0..n.max(1)).map(|_| pool.clone()).collect();
+    run_for(states, warmup, duration, op).await.0
 }
 
 /// Buys of `product` through the gateway, each from a new buyer; every
@@ -225,27 +243,61 @@ pub async fn buys(
     n: usize,
     warmup: Duration,
     duration: Duration,
-) -> (Sample, Vec<Attempt>, Instant) {
+) -> anyhow::Result<(Sample, Vec<Attempt>, Instant)> {
+    let states = conns(&target.base, n).await?;
     let began = Instant::now();
-    let prefix = format!("bench-{product}-{:06x}", rand::random::<u32>() & 0xff_ffff);
-    let target = target.clone();
-    let op = move |seq: usize| {
-        let (target, buyer) = (target.clone(), format!("{prefix}-{seq}"));
+    let buyers: Arc<str> = Arc::from(format!(
+        "bench-{product}-{:06x}",
+        rand::random::<u32>() & 0xff_ffff
+    ));
+    let head: Arc<[u8]> = Arc::from(
+        format!(
+            "POST /stock/{product}/buy HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nX-User-Id: ",
+            host(&target.base)
+        )
+        .into_bytes(),
+    );
+    let op = move |(mut conn, mut request): (Conn, Vec<u8>), seq: usize| {
+        let (head, buyer) = (head.clone(), format!("{buyers}-{seq}"));
         async move {
-            let attempt = Attempt::make(&target, product, &buyer).await;
-            let error = match attempt.answer.status {
+            request.clear();
+            request.extend_from_slice(&head);
+            request.extend_from_slice(buyer.as_bytes());
+            request.extend_from_slice(b"\r\n\r\n");
+            let sent = Instant::now();
+            // A buy is never sent twice: a connection the server closed
+            // under it is an unknown outcome, as for any client.
+            let answer = match conn.send(&request, false).await {
+                Ok(reply) => {
+                    let limited_by = reply.limited_by.as_deref();
+                    Answer::of_reply(reply.status, limited_by, conn.body(&reply))
+                }
+                Err(_) => Answer::unanswered(),
+            };
+            let error = match answer.status {
                 200 => None,
-                _ => Some(
-                    attempt
-                        .answer
+                status => Some(
+                    answer
                         .code
                         .clone()
-                        .unwrap_or_else(|| format!("http_{}", attempt.answer.status)),
+                        .unwrap_or_else(|| format!("http_{status}")),
                 ),
             };
-            (error, attempt)
+            let took = sent.elapsed();
+            let attempt = Attempt {
+                op: Op::Buy,
+                buyer,
+                sent,
+                took,
+                answer,
+            };
+            ((conn, request), error, attempt)
         }
     };
-    let (sample, attempts) = run_for(n, warmup, duration, op).await;
-    (sample, attempts, began)
+    let states = states
+        .into_iter()
+        .map(|c| (c, Vec::with_capacity(256)))
+        .collect();
+    let (sample, attempts) = run_for(states, warmup, duration, op).await;
+    Ok((sample, attempts, began))
 }

@@ -17,6 +17,7 @@
 mod chart;
 mod cpu;
 mod groups;
+mod lean;
 mod load;
 mod wrk;
 
@@ -301,7 +302,8 @@ async fn baselines(
     let sold_out = 990_999;
     reset(gateway, sold_out, "redis-lua", 0, Settings::default()).await?;
     let buys = load::buys(gateway, sold_out, n, warmup, duration);
-    let ((sold_out, _, _), sold_out_cpu) = cpu::around(groups, window, buys).await;
+    let (sold_out, sold_out_cpu) = cpu::around(groups, window, buys).await;
+    let (sold_out, _, _) = sold_out?;
 
     let bases = [http.rate(), redis.rate(), postgres.rate()];
     let rows: Vec<BenchRow> = [
@@ -359,8 +361,8 @@ impl Figure<'_> {
         let before = groups::totals(http, instances, strategy).await?;
         let lag_before = groups::reaper_lag(http, instances).await?;
         let buys = load::buys(gateway, self.product, n, warmup, duration);
-        let ((sample, attempts, began), cpu) =
-            cpu::around(self.groups, (warmup, duration), buys).await;
+        let (measured, cpu) = cpu::around(self.groups, (warmup, duration), buys).await;
+        let (sample, attempts, began) = measured?;
         let after = groups::totals(http, instances, strategy).await?;
         let lag_after = groups::reaper_lag(http, instances).await?;
         let row = settled_row(gateway, audit, self.product, &attempts, began).await?;

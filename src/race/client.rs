@@ -1,5 +1,6 @@
 //! A small HTTP client for the gateway: reset, buy, read the ledger.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -118,6 +119,23 @@ impl OrderAnswer {
     }
 }
 
+/// The fields of a buy's JSON body the history keeps, read without
+/// building a tree (a body that is not the contract's reads as empty): a
+/// 200's at the top, a non-200's inside its `error` object.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Said<'a> {
+    #[serde(borrow)]
+    order_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    served_by: Option<Cow<'a, str>>,
+    stock_left: Option<i64>,
+    #[serde(borrow)]
+    code: Option<Cow<'a, str>>,
+    opens_at_ms: Option<u64>,
+    #[serde(borrow)]
+    error: Option<Box<Said<'a>>>,
+}
+
 /// Everything one buy's answer said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -144,6 +162,11 @@ impl Answer {
         }
     }
 
+    /// No (whole) answer came: the outcome is unknown.
+    pub fn unanswered() -> Self {
+        Self::failed(0, "transport")
+    }
+
     fn failed(status: u16, code: &str) -> Self {
         Self {
             status,
@@ -152,6 +175,35 @@ impl Answer {
             served_by: None,
             stock_left: None,
             opens_at_ms: None,
+        }
+    }
+
+    /// A buy's whole answer: its status, the layer that sent a 429
+    /// (`X-Limited-By`), its body.
+    pub fn of_reply(status: u16, limited_by: Option<&str>, body: &[u8]) -> Self {
+        if let Some(layer) = limited_by {
+            // 429s are told apart by the layer that sent them.
+            return Self::failed(status, &format!("rate_limited:{layer}"));
+        }
+        let said: Said = serde_json::from_slice(body).unwrap_or_default();
+        if status == 200 {
+            return Self {
+                status,
+                code: None,
+                order_id: said.order_id.and_then(|s| s.parse().ok()),
+                served_by: said.served_by.map(Cow::into_owned),
+                stock_left: said.stock_left,
+                opens_at_ms: None,
+            };
+        }
+        let error = said.error.unwrap_or_default();
+        let code = error
+            .code
+            .map_or_else(|| format!("http_{status}"), Cow::into_owned);
+        Self {
+            order_id: error.order_id.and_then(|s| s.parse().ok()),
+            opens_at_ms: error.opens_at_ms,
+            ..Self::failed(status, &code)
         }
     }
 
@@ -221,38 +273,17 @@ impl Target {
         let sent = request.send().await;
         let response = match sent {
             Ok(response) => response,
-            Err(_) => return Answer::failed(0, "transport"),
+            Err(_) => return Answer::unanswered(),
         };
         let status = response.status().as_u16();
-        if let Some(layer) = response.headers().get(crate::error::LIMITED_BY) {
-            // 429s are told apart by the layer that sent them.
-            let layer = layer.to_str().unwrap_or("unknown");
-            return Answer::failed(status, &format!("rate_limited:{layer}"));
-        }
-        let body = match response.text().await {
-            Ok(body) => body,
+        let limited_by = response
+            .headers()
+            .get(crate::error::LIMITED_BY)
+            .map(|layer| layer.to_str().unwrap_or("unknown").to_owned());
+        match response.bytes().await {
+            Ok(body) => Answer::of_reply(status, limited_by.as_deref(), &body),
             // The answer was cut off: nobody knows what it said.
-            Err(_) => return Answer::failed(0, "transport"),
-        };
-        let json: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        if status == 200 {
-            return Answer {
-                status,
-                code: None,
-                order_id: json["order_id"].as_str().and_then(|s| s.parse().ok()),
-                served_by: json["served_by"].as_str().map(str::to_owned),
-                stock_left: json["stock_left"].as_i64(),
-                opens_at_ms: None,
-            };
-        }
-        let error = &json["error"];
-        let code = error["code"]
-            .as_str()
-            .map_or_else(|| format!("http_{status}"), str::to_owned);
-        Answer {
-            order_id: error["order_id"].as_str().and_then(|s| s.parse().ok()),
-            opens_at_ms: error["opens_at_ms"].as_u64(),
-            ..Answer::failed(status, &code)
+            Err(_) => Answer::unanswered(),
         }
     }
 
@@ -352,5 +383,31 @@ impl Target {
         let text = response.text().await?;
         anyhow::ensure!(status.is_success(), "GET {path}: {status} {text}");
         serde_json::from_str(&text).with_context(|| format!("GET {path}: parsing {text}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_is_read_from_its_body() {
+        let id = "0190d5f0-0000-7000-8000-000000000001";
+        let sold = format!(r#"{{"order_id":"{id}","served_by":"i-1","stock_left":3}}"#);
+        let answer = Answer::of_reply(200, None, sold.as_bytes());
+        assert_eq!(answer.order_id, Some(id.parse().unwrap()));
+        assert_eq!(answer.served_by.as_deref(), Some("i-1"));
+        assert_eq!(
+            (answer.stock_left, answer.result()),
+            (Some(3), BuyResult::Ok)
+        );
+        let unknown = format!(r#"{{"error":{{"code":"outcome_unknown","order_id":"{id}"}}}}"#);
+        let answer = Answer::of_reply(502, None, unknown.as_bytes());
+        assert_eq!(answer.code.as_deref(), Some("outcome_unknown"));
+        assert_eq!(answer.order_id, Some(id.parse().unwrap()));
+        let limited = Answer::of_reply(429, Some("gateway"), b"{}");
+        assert_eq!(limited.code.as_deref(), Some("rate_limited:gateway"));
+        let garbled = Answer::of_reply(500, None, b"<html>");
+        assert_eq!(garbled.result(), BuyResult::Failed("http_500".into()));
     }
 }
