@@ -94,6 +94,8 @@ mod tests {
             reaper_lag_ms: None,
             errors: Default::default(),
             cpu_us: Default::default(),
+            redis_us: Default::default(),
+            writer_batch: None,
         }
     }
 

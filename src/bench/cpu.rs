@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use super::commands;
 use crate::lab::ProcessInfo;
 
 /// The groups, in the table's order, and which lab processes start each:
@@ -36,11 +37,17 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 /// Each group's root processes, and whether the processes below them
 /// count too.
 #[derive(Debug, Clone)]
-pub struct Groups(Vec<(&'static str, Vec<u32>, bool)>);
+pub struct Groups {
+    groups: Vec<(&'static str, Vec<u32>, bool)>,
+    /// The Redis whose `INFO commandstats` each window also reads.
+    redis_url: String,
+}
 
 impl Groups {
     /// The groups of a lab's `processes`; the client is this process.
-    pub fn of(processes: &[ProcessInfo]) -> Self {
+    /// Each window also reads the commands of the Redis at `redis_url`
+    /// ([`commands`]).
+    pub fn of(processes: &[ProcessInfo], redis_url: &str) -> Self {
         let groups = GROUPS
             .iter()
             .map(|(group, prefixes)| match *group {
@@ -55,7 +62,10 @@ impl Groups {
                 }
             })
             .collect();
-        Self(groups)
+        Self {
+            groups,
+            redis_url: redis_url.to_owned(),
+        }
     }
 
     /// [`Groups::snapshot`] on a blocking thread: it reads all of
@@ -71,7 +81,7 @@ impl Groups {
     fn snapshot(&self) -> Snapshot {
         let table = ProcTable::read();
         Snapshot(
-            self.0
+            self.groups
                 .iter()
                 .map(|(group, roots, deep)| (*group, table.ticks(roots, *deep)))
                 .collect(),
@@ -90,11 +100,14 @@ pub async fn around<T>(
     let sampler = tokio::spawn(async move {
         tokio::time::sleep(warmup).await;
         let begin = groups.snapshot_off_runtime().await;
+        let commands_begin = commands::Stats::read(&groups.redis_url).await;
         tokio::time::sleep(duration).await;
         let end = groups.snapshot_off_runtime().await;
+        let commands_end = commands::Stats::read(&groups.redis_url).await;
         Window {
             begin,
             end,
+            commands: (commands_begin, commands_end),
             seconds: duration.as_secs_f64(),
         }
     });
@@ -108,6 +121,8 @@ pub async fn around<T>(
 pub struct Window {
     begin: Snapshot,
     end: Snapshot,
+    /// Redis's commands at the begin and the end.
+    commands: (commands::Stats, commands::Stats),
     seconds: f64,
 }
 
@@ -120,6 +135,13 @@ impl Window {
     /// µs of CPU per operation of each group, over `ops` operations.
     pub fn per_op_us(&self, ops: u64) -> BTreeMap<String, f64> {
         self.begin.per_op_us(&self.end, ops)
+    }
+
+    /// µs of Redis's command time per operation, by part
+    /// ([`commands`]), over `ops` operations.
+    pub fn redis_per_op_us(&self, ops: u64) -> BTreeMap<String, f64> {
+        let (begin, end) = &self.commands;
+        begin.per_op_us(end, ops)
     }
 }
 

@@ -1,53 +1,47 @@
-//! How big a group-commit strategy's groups were during one figure, and
-//! how far behind the reapers ran during a figure with holds, read from
-//! the instances' own `/metrics` (`seckill_group_size`,
-//! `seckill_reaper_lag_seconds`, summed over the instances), so the bench
-//! reports what the service measured rather than a guess from the load.
+//! How big a group-commit strategy's groups were during one figure, how
+//! far behind the reapers ran during a figure with holds, and how many
+//! orders the writers moved per batch, read from the instances' own
+//! `/metrics` (`seckill_group_size`, `seckill_reaper_lag_seconds`,
+//! `seckill_order_writer_batch_size`, summed over the instances), so the
+//! bench reports what the service measured rather than a guess from the
+//! load.
 
 use crate::lab::InstanceInfo;
-use crate::telemetry::{GROUP_SIZE, REAPER_LAG};
 
-/// Buyers and groups so far under `strategy`, over every instance.
+/// A histogram's sum and count so far, over every instance.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Totals {
-    buyers: f64,
-    groups: f64,
+    /// The histogram's sum.
+    sum: f64,
+    /// Its count.
+    count: f64,
 }
 
 impl Totals {
-    /// The mean group between `earlier` and these totals; `None` if no
-    /// group ran (not a group-commit strategy).
+    /// The mean between `earlier` and these totals; `None` if nothing
+    /// was counted (for a group's size: not a group-commit strategy).
     pub fn mean_since(self, earlier: Totals) -> Option<f64> {
-        let groups = self.groups - earlier.groups;
-        (groups > 0.0).then(|| (self.buyers - earlier.buyers) / groups)
+        let count = self.count - earlier.count;
+        (count > 0.0).then(|| (self.sum - earlier.sum) / count)
     }
 }
 
-/// Reads every instance's totals for `strategy`.
+/// Histograms' sums and counts so far, over every instance, from one
+/// scrape: each of `series` is a metric and its labels (`{strategy="…"}`,
+/// or empty). Between two readings, a histogram's mean is the mean group
+/// (`GROUP_SIZE`), the reapers' lag (`REAPER_LAG`) or the writers' batch
+/// (`WRITER_BATCH`).
 pub async fn totals(
     http: &reqwest::Client,
     instances: &[InstanceInfo],
-    strategy: &str,
-) -> anyhow::Result<Totals> {
-    let mut totals = Totals::default();
-    let labels = format!("{{strategy=\"{strategy}\"}}");
+    series: &[(&str, &str)],
+) -> anyhow::Result<Vec<Totals>> {
+    let mut totals = vec![Totals::default(); series.len()];
     for text in scrape(http, instances).await? {
-        totals.buyers += sample(&text, &format!("{GROUP_SIZE}_sum{labels}"));
-        totals.groups += sample(&text, &format!("{GROUP_SIZE}_count{labels}"));
-    }
-    Ok(totals)
-}
-
-/// Every instance's reaper lag so far, summed: (seconds, holds), the
-/// mean between two readings being how far behind the reapers ran.
-pub async fn reaper_lag(
-    http: &reqwest::Client,
-    instances: &[InstanceInfo],
-) -> anyhow::Result<Totals> {
-    let mut totals = Totals::default();
-    for text in scrape(http, instances).await? {
-        totals.buyers += sample(&text, &format!("{REAPER_LAG}_sum"));
-        totals.groups += sample(&text, &format!("{REAPER_LAG}_count"));
+        for ((metric, labels), total) in series.iter().zip(&mut totals) {
+            total.sum += sample(&text, &format!("{metric}_sum{labels}"));
+            total.count += sample(&text, &format!("{metric}_count{labels}"));
+        }
     }
     Ok(totals)
 }
@@ -96,12 +90,12 @@ mod tests {
             0.0
         );
         let before = Totals {
-            buyers: 20.0,
-            groups: 4.0,
+            sum: 20.0,
+            count: 4.0,
         };
         let after = Totals {
-            buyers: 120.0,
-            groups: 8.0,
+            sum: 120.0,
+            count: 8.0,
         };
         assert_eq!(after.mean_since(before), Some(25.0));
         assert_eq!(before.mean_since(before), None);

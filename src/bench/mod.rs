@@ -15,6 +15,7 @@
 //! checked like every race's (`history_ok`, `oversold`).
 
 mod chart;
+mod commands;
 mod cpu;
 mod groups;
 mod lean;
@@ -34,6 +35,7 @@ use crate::product::{MAX_STOCK, Settings};
 use crate::race::client::Target;
 use crate::race::driver::{Audit, drained_ledger, reset, settled_row};
 use crate::strategy::Catalogue;
+use crate::telemetry::{GROUP_SIZE, REAPER_LAG, WRITER_BATCH};
 use load::Sample;
 
 /// `seckill bench`'s flags.
@@ -115,6 +117,15 @@ pub struct BenchRow {
     /// PostgreSQL, MariaDB ([`cpu`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cpu_us: BTreeMap<String, f64>,
+    /// µs of Redis's command time per operation, by part: the sale's
+    /// scripts, the order writers' reads and acknowledgements
+    /// ([`commands`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redis_us: BTreeMap<String, f64>,
+    /// A strategy's mean orders per writer batch during the figure, from
+    /// the instances' `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer_batch: Option<f64>,
 }
 
 /// Starts a lab, measures, prints the table. `Ok(false)` when a strategy's
@@ -181,7 +192,7 @@ async fn measure(
     let n = args.concurrency;
     let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, n)?;
 
-    let groups = cpu::Groups::of(&lab.info.processes);
+    let groups = cpu::Groups::of(&lab.info.processes, &lab.info.redis_url);
     let (mut rows, bases) = baselines(&gateway, lab, &groups, (n, warmup, duration)).await?;
 
     let safe = catalogue
@@ -315,6 +326,7 @@ async fn baselines(
     .into_iter()
     .map(|(name, sample, cpu)| BenchRow {
         cpu_us: cpu.per_op_us(sample.count()),
+        redis_us: cpu.redis_per_op_us(sample.count()),
         ..BenchRow::of(name, None, sample, bases)
     })
     .collect();
@@ -357,24 +369,28 @@ impl Figure<'_> {
             ..Settings::default()
         };
         reset(gateway, self.product, strategy, MAX_STOCK, settings).await?;
+        let labels = format!("{{strategy=\"{strategy}\"}}");
+        let series = [
+            (GROUP_SIZE, labels.as_str()),
+            (REAPER_LAG, ""),
+            (WRITER_BATCH, ""),
+        ];
         let (http, instances) = (&gateway.http, &lab.info.instances);
-        let before = groups::totals(http, instances, strategy).await?;
-        let lag_before = groups::reaper_lag(http, instances).await?;
+        let before = groups::totals(http, instances, &series).await?;
         let buys = load::buys(gateway, self.product, n, warmup, duration);
         let (measured, cpu) = cpu::around(self.groups, (warmup, duration), buys).await;
         let (sample, attempts, began) = measured?;
-        let after = groups::totals(http, instances, strategy).await?;
-        let lag_after = groups::reaper_lag(http, instances).await?;
+        let after = groups::totals(http, instances, &series).await?;
+        let mean = |i: usize| after[i].mean_since(before[i]);
         let row = settled_row(gateway, audit, self.product, &attempts, began).await?;
         Ok(BenchRow {
             history_ok: row.history_ok,
             oversold: Some(row.oversold),
-            mean_group: after.mean_since(before).map(round),
-            reaper_lag_ms: holds
-                .then(|| lag_after.mean_since(lag_before))
-                .flatten()
-                .map(|s| round(s * 1000.0)),
+            mean_group: mean(0).map(round),
+            reaper_lag_ms: holds.then(|| mean(1)).flatten().map(|s| round(s * 1000.0)),
+            writer_batch: mean(2).map(round),
             cpu_us: cpu.per_op_us(sample.count()),
+            redis_us: cpu.redis_per_op_us(sample.count()),
             ..BenchRow::of(&name, Some(limit), &sample, bases)
         })
     }
@@ -413,6 +429,8 @@ impl BenchRow {
             reaper_lag_ms: None,
             errors: BTreeMap::new(),
             cpu_us: BTreeMap::new(),
+            redis_us: BTreeMap::new(),
+            writer_batch: None,
         }
     }
 }
@@ -429,8 +447,10 @@ impl BenchRow {
     ) -> Self {
         let mut cpu_us = cpu.per_op_us((rate * cpu.seconds()) as u64);
         cpu_us.remove("client");
+        let ops = (rate * cpu.seconds()) as u64;
         Self {
             cpu_us,
+            redis_us: cpu.redis_per_op_us(ops),
             ..Self::at(name, per_user_limit, rate, bases)
         }
     }
@@ -447,7 +467,10 @@ fn render_cpu(rows: &[BenchRow]) -> String {
     for group in cpu::names() {
         out.push_str(&format!(" {group:>9}"));
     }
-    out.push_str(&format!(" {:>9}\n", "total"));
+    out.push_str(&format!(
+        " {:>9} │ {:>9} {:>9} {:>6}\n",
+        "total", "r:script", "r:writer", "batch"
+    ));
     for r in rows {
         let limit = r.per_user_limit.map_or("-".to_owned(), |l| l.to_string());
         out.push_str(&format!("{:<18} {limit:>5}", r.name));
@@ -458,7 +481,15 @@ fn render_cpu(rows: &[BenchRow]) -> String {
             }
         }
         let total: f64 = r.cpu_us.values().sum();
-        out.push_str(&format!(" {total:>9.1}\n"));
+        out.push_str(&format!(" {total:>9.1} │"));
+        for part in commands::names() {
+            match r.redis_us.get(part) {
+                Some(us) => out.push_str(&format!(" {us:>9.1}")),
+                None => out.push_str(&format!(" {:>9}", "-")),
+            }
+        }
+        let batch = r.writer_batch.map_or("-".to_owned(), |b| format!("{b:.0}"));
+        out.push_str(&format!(" {batch:>6}\n"));
     }
     out
 }

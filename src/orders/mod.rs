@@ -29,6 +29,14 @@ pub struct Order {
 
 /// Stream field names, shared by the writers (Lua ARGV order) and readers.
 pub mod fields {
+    /// The whole order in one field, as the selling scripts append it:
+    /// `order product epoch user strategy served_by`, separated by single
+    /// spaces (none of the first five can hold one; the instance's name,
+    /// last, takes the rest). One field instead of six: Redis stores and
+    /// hands out one string per order and the writer parses one. Entries
+    /// of the six fields below (appended before it existed) are still
+    /// read.
+    pub const LINE: &str = "o";
     /// Order id (UUID text).
     pub const ORDER: &str = "order";
     /// Product id.
@@ -78,6 +86,20 @@ pub const INSERT_SQL: &str = concat!(
 );
 
 impl Order {
+    /// The order from its stream line ([`fields::LINE`]).
+    pub fn from_line(line: &str) -> Option<Self> {
+        let mut parts = line.splitn(6, ' ');
+        let mut next = || parts.next().filter(|part| !part.is_empty());
+        Some(Self {
+            order_id: next()?.parse().ok()?,
+            product_id: next()?.parse().ok()?,
+            epoch: next()?.parse().ok()?,
+            user_id: next()?.to_owned(),
+            strategy: next()?.to_owned(),
+            served_by: next()?.to_owned(),
+        })
+    }
+
     /// Binds this order to [`INSERT_SQL`]'s parameters.
     pub fn bind_insert<'q>(
         &'q self,
@@ -102,5 +124,27 @@ impl Order {
             self.strategy.clone(),
             self.served_by.clone(),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_order_line_is_read_whole_or_not_at_all() {
+        let id = "0190d5f0-0000-7000-8000-000000000001";
+        let order = Order::from_line(&format!("{id} 7 2 buyer-1 redis-lua instance a")).unwrap();
+        assert_eq!(order.order_id, id.parse::<Uuid>().unwrap());
+        assert_eq!((order.product_id, order.epoch), (7, 2));
+        assert_eq!(
+            (order.user_id.as_str(), order.strategy.as_str()),
+            ("buyer-1", "redis-lua")
+        );
+        // The instance's name, last, keeps its spaces.
+        assert_eq!(order.served_by, "instance a");
+        assert!(Order::from_line(&format!("{id} 7 2 buyer-1 redis-lua")).is_none());
+        assert!(Order::from_line(&format!("{id} 7 2  redis-lua a")).is_none());
+        assert!(Order::from_line("not-a-uuid 7 2 b s a").is_none());
     }
 }

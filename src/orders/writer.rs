@@ -33,6 +33,13 @@ pub const GROUP: &str = "order-writers";
 const BATCH: usize = 512;
 /// How long one read blocks waiting for new entries.
 const BLOCK_MS: usize = 100;
+/// After a batch smaller than [`BATCH`], how long the writer lets orders
+/// gather before it reads again: every read, insert and acknowledgement
+/// costs Redis, PostgreSQL and the instance as much per batch as for
+/// tens of orders, so under load fewer, larger batches are cheaper per
+/// order; an order reaches PostgreSQL at most this much later (it is
+/// durable in Redis, and counted in every ledger, meanwhile).
+const LINGER: Duration = Duration::from_millis(10);
 /// Pending entries idle this long belong to a dead or stuck consumer.
 const CLAIM_IDLE: Duration = Duration::from_secs(5);
 /// How often to look for such entries.
@@ -64,13 +71,18 @@ pub async fn run(
             }
             Ok::<_, BackendError>(moved)
         };
-        if let Err(error) = step.await {
-            tracing::warn!(%error, "order writer: retrying");
-            writer.conn = None;
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-                _ = shutdown.changed() => {}
+        let pause = match step.await {
+            Ok(moved) if moved > 0 && moved < BATCH => LINGER,
+            Ok(_) => continue,
+            Err(error) => {
+                tracing::warn!(%error, "order writer: retrying");
+                writer.conn = None;
+                Duration::from_millis(200)
             }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.changed() => {}
         }
     }
     for attempt in 0..50 {
@@ -290,8 +302,12 @@ pub async fn find_in_stream(
         .find(|order| order.order_id == order_id))
 }
 
-/// Reads an order back from a stream entry; `None` if a field is missing.
+/// Reads an order back from a stream entry, its line or (appended before
+/// lines) its six fields; `None` if one is missing.
 pub fn parse_entry(entry: &StreamId) -> Option<Order> {
+    if let Some(redis::Value::BulkString(line)) = entry.map.get(fields::LINE) {
+        return Order::from_line(std::str::from_utf8(line).ok()?);
+    }
     let text = |name: &str| entry.get::<String>(name);
     Some(Order {
         order_id: text(fields::ORDER)?.parse::<Uuid>().ok()?,

@@ -204,7 +204,9 @@ impl Shop {
         idempotency::claim(&mut redis, &keyed, order.order_id, self.idempotency_ttl).await
     }
 
-    /// The sale in its own task ([`settle::sell`]). Its span, which
+    /// The sale ([`settle::sell`]), in its own task unless it is one step
+    /// with nothing to settle ([`crate::strategy::Strategy::one_step`]).
+    /// Its span, which
     /// follows one buy through the logs, is for debugging
     /// (`RUST_LOG=seckill=debug`): the log formatter renders a span's
     /// fields when it is made, even if nothing inside ever logs, and that
@@ -226,8 +228,12 @@ impl Shop {
             product = order.product_id,
             strategy = %listed.product.strategy,
         );
-        let sale = settle::sell(self.clone(), listed, lane, order, claim, started);
-        tokio::spawn(sale.instrument(span))
+        let inline = claim.is_none() && listed.strategy.one_step();
+        let sale = settle::sell(self.clone(), listed, lane, order, claim, started).instrument(span);
+        if inline {
+            return sale.await;
+        }
+        tokio::spawn(sale)
             .await
             .map_err(|e| BackendError::Task(e.to_string()))?
     }

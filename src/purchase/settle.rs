@@ -1,10 +1,11 @@
-//! The sale itself, in a task of its own: the strategy sells, and the
+//! The sale itself, mostly in a task of its own: the strategy sells, and the
 //! idempotency claim is settled — the answer recorded after a sale, the
 //! claim withdrawn after a refusal, kept after an unknown outcome.
 //!
 //! Its own task because a client that hangs up (or the request timeout)
 //! must not cut a sale off between the stock write and the idempotency
-//! answer, or a lock between acquire and release.
+//! answer, or a lock between acquire and release; a one-step sale with no
+//! key to settle has neither, and runs in its request's task.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -43,6 +43,7 @@ static WRITE: LazyLock<Script> = LazyLock::new(|| {
          then return {fenced} end \
          {check_limit} \
          redis.call('SET', stock_key, new_stock) \
+         local left = tonumber(new_stock) \
          {record} \
          return {sold}",
     )

@@ -54,7 +54,9 @@ local epoch, limit = ARGV[1], tonumber(ARGV[2]) \
 local order_id, product, user, strategy, served_by = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7] \
 local new_stock, fence = ARGV[8], ARGV[9] ";
 
-/// A selling script: [`PRELUDE`], then `body`, where `return {sold}`,
+/// A selling script: [`PRELUDE`], then `body`, where `return {sold}` (the
+/// body has set the local `left` to the stock after the sale: the value
+/// its own write returned, not another read),
 /// `{sold_out}`, `{reset}`, `{limit_reached}`, `{fenced}` stand for the
 /// answers (a table: the code, and for a sale the stock left) and
 /// `{check_epoch}`, `{check_limit}`, `{record}` for the shared steps.
@@ -94,24 +96,16 @@ fn expand(body: &str) -> String {
     );
     let record = format!(
         "if limit > 0 then redis.call('HINCRBY', buyers_key, user, 1) end \
-         redis.call('XADD', orders_key, '*', '{o}', order_id, '{p}', product, '{e}', epoch, \
-         '{u}', user, '{s}', strategy, '{sb}', served_by)",
-        o = fields::ORDER,
-        p = fields::PRODUCT,
-        e = fields::EPOCH,
-        u = fields::USER,
-        s = fields::STRATEGY,
-        sb = fields::SERVED_BY,
+         redis.call('XADD', orders_key, '*', '{line}', order_id .. ' ' .. product .. ' ' .. \
+         epoch .. ' ' .. user .. ' ' .. strategy .. ' ' .. served_by)",
+        line = fields::LINE,
     );
     body.replace("{check_epoch}", &check_epoch)
         .replace("{check_limit}", &check_limit)
         .replace("{record}", &record)
         .replace(
             "{sold}",
-            &format!(
-                "{{{}, tonumber(redis.call('GET', stock_key))}}",
-                Written::Sold { left: None }.code()
-            ),
+            &format!("{{{}, left}}", Written::Sold { left: None }.code()),
         )
         .replace("{sold_out}", &code(Written::SoldOut))
         .replace("{reset}", &code(Written::Reset))
@@ -229,9 +223,6 @@ mod tests {
         assert!(!placeholder, "a step was left unexpanded: {text}");
         let body = &text[PRELUDE.len()..];
         assert!(!body.contains("ARGV[") && !body.contains("KEYS["), "{body}");
-        assert!(
-            body.ends_with("return {1, tonumber(redis.call('GET', stock_key))} 1 3"),
-            "{body}"
-        );
+        assert!(body.ends_with("return {1, left} 1 3"), "{body}");
     }
 }

@@ -114,6 +114,16 @@ pub trait Strategy: Send + Sync {
     /// Tries to sell one unit of `ctx.product` and record `ctx.order`.
     fn buy(&self, ctx: &BuyCtx<'_>) -> impl Future<Output = Result<Outcome, BackendError>> + Send;
 
+    /// Whether a buy cut off part-way (its client gone, the request timed
+    /// out) leaves nothing half done: the sale is one atomic step that has
+    /// either reached the store whole or not at all, with no lock to
+    /// release. Such a buy without an Idempotency-Key to settle runs in
+    /// its request's task; every other buy gets a task of its own, which
+    /// costs a spawn and a hand-off per sale.
+    fn one_step(&self) -> bool {
+        false
+    }
+
     /// Where the product's stock lives, laid out as this strategy sells
     /// it: the store the product's `store` setting names, or this
     /// strategy's own, with one counter.
@@ -200,6 +210,8 @@ pub trait Sells: Send + Sync {
     fn info(&self) -> &Info;
     /// See [`Strategy::buy`]; the future boxed.
     fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>>;
+    /// See [`Strategy::one_step`].
+    fn one_step(&self) -> bool;
     /// See [`Strategy::store`].
     fn store(&self, product: &Product) -> Arc<dyn Store>;
     /// See [`Strategy::footprint`].
@@ -233,6 +245,10 @@ impl<S: Strategy> Sells for S {
 
     fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>> {
         Box::pin(Strategy::buy(self, ctx))
+    }
+
+    fn one_step(&self) -> bool {
+        Strategy::one_step(self)
     }
 
     fn store(&self, product: &Product) -> Arc<dyn Store> {

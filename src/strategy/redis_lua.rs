@@ -28,7 +28,7 @@ static BUY: LazyLock<Script> = LazyLock::new(|| {
         "{check_epoch} \
          if tonumber(redis.call('GET', stock_key) or '0') <= 0 then return {sold_out} end \
          {check_limit} \
-         redis.call('DECR', stock_key) \
+         local left = redis.call('DECR', stock_key) \
          {record} \
          return {sold}",
     )
@@ -56,6 +56,11 @@ const INFO: Info = Info {
 impl Strategy for RedisLua {
     fn info(&self) -> &Info {
         &INFO
+    }
+
+    /// One script: Redis has run it whole or not at all.
+    fn one_step(&self) -> bool {
+        true
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
