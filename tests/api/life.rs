@@ -184,7 +184,7 @@ async fn an_unpaid_hold_goes_back_on_sale_and_sells_again() {
             (200, &json!("expired")),
             "{body}"
         );
-        hold(base, id, "bob").await;
+        hold_again(base, id, "bob").await;
         let ledger = gateway.ledger(id).await.expect("ledger");
         assert_eq!(
             (
