@@ -162,12 +162,16 @@ fn parse_head(buf: &[u8]) -> io::Result<Option<Head>> {
     Ok(Some(head))
 }
 
+/// The `host:port` of a base URL (`http://host:port`): what a request's
+/// `Host` names and what [`resolve`] looks up.
+pub fn authority(base: &str) -> &str {
+    base.trim_start_matches("http://").trim_end_matches('/')
+}
+
 /// The gateway's address from its base URL (`http://host:port`).
 pub async fn resolve(base: &str) -> anyhow::Result<SocketAddr> {
-    let authority = base
-        .strip_prefix("http://")
-        .ok_or_else(|| anyhow::anyhow!("not an http:// URL: {base}"))?
-        .trim_end_matches('/');
+    anyhow::ensure!(base.starts_with("http://"), "not an http:// URL: {base}");
+    let authority = authority(base);
     tokio::net::lookup_host(authority)
         .await?
         .next()

@@ -132,7 +132,7 @@ pub async fn http(
     let request: Arc<[u8]> = Arc::from(
         format!(
             "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n",
-            host(&target.base)
+            lean::authority(&target.base)
         )
         .into_bytes(),
     );
@@ -149,11 +149,6 @@ pub async fn http(
     };
     let states = conns(&target.base, n).await?;
     Ok(run_for(states, warmup, duration, op).await.0)
-}
-
-/// The `Host` a request to `base` names.
-fn host(base: &str) -> &str {
-    base.trim_start_matches("http://").trim_end_matches('/')
 }
 
 /// Redis alone: the check-and-decrement a sale makes, as one script per
@@ -253,7 +248,7 @@ pub async fn buys(
     let head: Arc<[u8]> = Arc::from(
         format!(
             "POST /stock/{product}/buy HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nX-User-Id: ",
-            host(&target.base)
+            lean::authority(&target.base)
         )
         .into_bytes(),
     );
