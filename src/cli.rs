@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::auth::tokens::TokensArgs;
 use crate::bench::BenchArgs;
 use crate::check::CheckArgs;
 use crate::generated::StrategiesArgs;
@@ -75,6 +76,9 @@ pub enum Command {
     /// Print the strategy catalogue (no server needed): as text, as JSON,
     /// as the README's table or as JMeter's strategies.csv.
     Strategies(StrategiesArgs),
+    /// Print signed buyer tokens (`user,token` lines) for an instance
+    /// with `--buyer-auth token`: for JMeter's plans and other drivers.
+    Tokens(TokensArgs),
     /// Print the contract's error codes as docs/http.md's status table
     /// (markdown; no server needed).
     Errors,

@@ -61,10 +61,30 @@ pub struct EdgeArgs {
     #[arg(long, env = "SECKILL_IDEMPOTENCY_TTL_SECS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idempotency_ttl_secs: u64,
-    /// Whether the service's own edge layers (token buckets, load shedding,
-    /// request timeout) run at all; `false` only to measure what they cost.
-    #[arg(long, env = "SECKILL_EDGE_LAYERS", default_value_t = true, action = clap::ArgAction::Set)]
-    pub layers: bool,
+    /// The service's own edge layers switched off, comma-separated; only
+    /// to measure what each costs (the bench's figures with one layer
+    /// off). None by default.
+    #[arg(long, env = "SECKILL_EDGE_OFF", value_enum, value_delimiter = ',')]
+    pub edge_off: Vec<Layer>,
+}
+
+impl EdgeArgs {
+    /// Whether `layer` runs.
+    pub fn on(&self, layer: Layer) -> bool {
+        !self.edge_off.contains(&layer)
+    }
+}
+
+/// One of the instance's edge layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// The token buckets on the buy and reserve routes.
+    Buckets,
+    /// Load shedding: the concurrency limit that answers 503 at once.
+    Shed,
+    /// The request timeout.
+    Timeout,
 }
 
 /// An address or a network in CIDR notation.

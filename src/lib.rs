@@ -48,6 +48,7 @@
 //!   strategy table and JMeter's CSV, from the catalogue; [`cli`]: the
 //!   command line.
 
+pub mod auth;
 pub mod backends;
 pub mod backoff;
 pub mod bench;

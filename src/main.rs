@@ -26,6 +26,7 @@ async fn main() -> ExitCode {
         Command::Reconcile(args) => seckill::race::reconcile::run(args).await,
         Command::Report(args) => seckill::report::run(args).await.map(|()| true),
         Command::Strategies(args) => seckill::generated::run(&args).map(|()| true),
+        Command::Tokens(args) => seckill::auth::tokens::run(&args).map(|()| true),
         Command::Errors => {
             print!("{}", seckill::generated::status_table());
             Ok(true)

@@ -22,6 +22,7 @@ use crate::product::shares::through;
 use crate::product::{Product, Recipe, ResetRequest, Settings, keys, now_ms, truncate};
 use crate::sale::Store;
 use crate::strategy::{Catalogue, Sells};
+use crate::telemetry::BuyMetrics;
 
 /// Checks a reset request: its ranges, that the catalogue knows its
 /// strategy, and that the strategy takes its recipe.
@@ -80,6 +81,8 @@ pub struct Listed {
     pub strategy: Arc<dyn Sells>,
     /// Where its stock and orders live, laid out as its strategy sells.
     pub store: Arc<dyn Store>,
+    /// Its strategy's buy counters and latency histogram.
+    pub metrics: BuyMetrics,
 }
 
 impl Listed {
@@ -93,10 +96,12 @@ impl Listed {
             ))
         })?;
         let store = strategy.store(&product);
+        let metrics = BuyMetrics::of(strategy.info().id);
         Ok(Self {
             product,
             strategy,
             store,
+            metrics,
         })
     }
 }

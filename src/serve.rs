@@ -11,13 +11,14 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::auth::{AuthArgs, Identify};
 use crate::backends::Backends;
 use crate::backends::lane::Lane;
 use crate::backends::master::MainRedis;
 use crate::backends::redlock::Master;
 use crate::backends::zookeeper::ZkSession;
 use crate::edge::EdgeArgs;
-use crate::http::{AppState, router};
+use crate::http::{AppState, Credentials, router};
 use crate::life;
 use crate::live;
 use crate::orders::writer;
@@ -105,6 +106,9 @@ pub struct ServeArgs {
     /// Rate limits and overload protection.
     #[command(flatten)]
     pub edge: EdgeArgs,
+    /// How buyers are identified.
+    #[command(flatten)]
+    pub auth: AuthArgs,
     /// PostgreSQL connections per instance.
     #[arg(long, env = "SECKILL_PG_POOL", default_value_t = 64)]
     pub pg_pool: u32,
@@ -147,10 +151,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let metrics = telemetry::install();
     let upkeep = tokio::spawn(telemetry::upkeep(metrics.clone(), stopping.clone()));
     let reservations = Reservations::new(args.reservation_key.as_deref(), &args.admin_token);
+    let credentials = Credentials {
+        admin_token: args.admin_token,
+        buyers: Identify::new(&args.auth)?,
+    };
     let state = AppState::new(
         backends,
         instance.clone(),
-        args.admin_token,
+        credentials,
         reservations,
         args.edge,
         memory,

@@ -9,7 +9,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use metrics::{counter, describe_counter, describe_histogram, histogram};
+use metrics::{Counter, Histogram, counter, describe_counter, describe_histogram, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Buy attempts by strategy and outcome.
@@ -142,11 +142,40 @@ fn describe() {
     );
 }
 
-/// One buy's outcome (`sold`, `sold_out`, `limit_reached`, `busy`,
-/// `error`) under `strategy`, reached `took` after the request arrived.
-pub fn buy(strategy: &'static str, outcome: &'static str, took: Duration) {
-    counter!(BUYS, "strategy" => strategy, "outcome" => outcome).increment(1);
-    histogram!(BUY_DURATION, "strategy" => strategy).record(took.as_secs_f64());
+/// Every outcome a buy that ran its strategy is counted under
+/// ([`BuyMetrics::record`]'s).
+pub const BUY_OUTCOMES: [&str; 5] = ["sold", "sold_out", "limit_reached", "busy", "error"];
+
+/// One strategy's buy metrics, resolved once when its product is listed:
+/// `counter!` with labels known only at run time builds and hashes a key
+/// and looks it up in the recorder's registry on every call, which the
+/// hot path pays per sale; a handle is an `Arc` to the series itself.
+#[derive(Clone)]
+pub struct BuyMetrics {
+    outcomes: [Counter; BUY_OUTCOMES.len()],
+    duration: Histogram,
+}
+
+impl BuyMetrics {
+    /// The handles of `strategy`'s series.
+    pub fn of(strategy: &'static str) -> Self {
+        Self {
+            outcomes: BUY_OUTCOMES
+                .map(|outcome| counter!(BUYS, "strategy" => strategy, "outcome" => outcome)),
+            duration: histogram!(BUY_DURATION, "strategy" => strategy),
+        }
+    }
+
+    /// One buy's outcome (one of [`BUY_OUTCOMES`]; anything else counts
+    /// as `error`), reached `took` after the request arrived.
+    pub fn record(&self, outcome: &str, took: Duration) {
+        let index = BUY_OUTCOMES
+            .iter()
+            .position(|o| *o == outcome)
+            .unwrap_or(BUY_OUTCOMES.len() - 1);
+        self.outcomes[index].increment(1);
+        self.duration.record(took.as_secs_f64());
+    }
 }
 
 /// A `sold_out` answered from the local flag.

@@ -141,7 +141,11 @@ impl ErrorCode {
     pub fn means(self) -> &'static str {
         match self {
             Self::BadRequest => "a malformed id (ids are 1..2^63−1), buyer, header or body",
-            Self::Unauthorized => "an admin route without a bearer token",
+            Self::Unauthorized => {
+                "an admin route without a bearer token; with `buyer_auth = token`, a buyer route \
+                 without a valid buyer token (missing, malformed, forged, expired, not yet valid, \
+                 another algorithm or audience)"
+            }
             Self::Forbidden => "a wrong admin token",
             Self::NotStarted => {
                 "the sale window opens in `seconds_left` s (also `Retry-After`), at `opens_at_ms`"

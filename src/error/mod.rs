@@ -36,9 +36,10 @@ pub enum ApiError {
     /// 400: a malformed id, buyer, header or body.
     #[error("{0}")]
     BadRequest(String),
-    /// 401: the admin endpoint was called without a bearer token.
-    #[error("missing admin token")]
-    Unauthorized,
+    /// 401: an admin route without a bearer token, or a buyer route
+    /// without a valid buyer token (`buyer_auth = token`): why.
+    #[error("{0}")]
+    Unauthorized(String),
     /// 403: the bearer token is not the admin token.
     #[error("wrong admin token")]
     Forbidden,
@@ -194,7 +195,7 @@ impl ApiError {
     fn code(&self) -> ErrorCode {
         match self {
             Self::BadRequest(_) => ErrorCode::BadRequest,
-            Self::Unauthorized => ErrorCode::Unauthorized,
+            Self::Unauthorized(_) => ErrorCode::Unauthorized,
             Self::Forbidden => ErrorCode::Forbidden,
             Self::NotStarted { .. } => ErrorCode::NotStarted,
             Self::Ended => ErrorCode::Ended,

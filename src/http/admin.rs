@@ -39,7 +39,7 @@ pub async fn reset(
     path: Result<Path<String>, PathRejection>,
     body: Result<Json<ResetRequest>, JsonRejection>,
 ) -> Result<Json<Product>, ApiError> {
-    authorize(&headers, &app.inner.admin_token)?;
+    authorize(&headers, &app.inner.credentials.admin_token)?;
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let id = parse_id(&raw_id)?;
     let Json(request) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
@@ -61,7 +61,7 @@ fn authorize(headers: &HeaderMap, expected: &str) -> Result<(), ApiError> {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or(ApiError::Unauthorized)?;
+        .ok_or_else(|| ApiError::Unauthorized("missing admin token".into()))?;
     if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
         Ok(())
     } else {
@@ -105,7 +105,7 @@ pub async fn reconcile(
     headers: HeaderMap,
     query: Result<Query<ReconcileQuery>, QueryRejection>,
 ) -> Result<Json<Vec<Drift>>, ApiError> {
-    authorize(&headers, &app.inner.admin_token)?;
+    authorize(&headers, &app.inner.credentials.admin_token)?;
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let ids = match query.product {
         Some(id) => vec![parse_id(&id.to_string())?],

@@ -4,32 +4,19 @@
 use std::time::Instant;
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::AppState;
+use crate::auth::{Buyer, UserQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::{self, Sold};
 use crate::live;
-use crate::product::{now_ms, parse_id, truncate};
+use crate::product::{now_ms, parse_id};
 use crate::purchase::{self, Bought, Purchase, Refusal};
-
-/// Longest buyer id accepted.
-const MAX_USER_LEN: usize = 64;
-
-/// `?user=` as an alternative to the `X-User-Id` header.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct BuyQuery {
-    /// The buyer, when there is no `X-User-Id` header.
-    #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._:@-]+$")]
-    pub user: Option<String>,
-}
 
 /// Sells one unit to the buyer, under the product's strategy. The body is
 /// ignored (JMeter posts an empty form body).
@@ -43,7 +30,7 @@ pub struct BuyQuery {
          pattern = "^[A-Za-z0-9._:@-]+$",
          description = "the buyer; `?user=` is accepted in its place, for clients that \
                         cannot set a header (OpenAPI cannot say \"one of the two\")"),
-        BuyQuery,
+        UserQuery,
         ("X-Reservation" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
          pattern = "^[!-~]+$",
          description = "the buyer's reservation (`POST /stock/{id}/reserve`), for a product with `prebooking`"),
@@ -77,16 +64,15 @@ pub struct BuyQuery {
 )]
 pub async fn buy(
     State(app): State<AppState>,
+    Extension(Buyer(buyer)): Extension<Buyer>,
     path: Result<Path<String>, PathRejection>,
-    query: Result<Query<BuyQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let purchase = Purchase {
         product: parse_id(&raw_id)?,
-        buyer: buyer(&headers, query.user)?,
+        buyer,
         reservation: reservation(&headers)?.map(str::to_owned),
         key: idempotency::parse(&headers)?,
         request_id: request_id(&headers),
@@ -167,25 +153,6 @@ fn replayed(sold: Sold) -> Response {
     response
 }
 
-/// The buyer id from `X-User-Id` (preferred) or `?user=`: 1 to 64
-/// characters of `A-Z a-z 0-9 . _ : @ -`, so it is safe in logs, keys and
-/// CSV. A malformed `?user=` is refused even beside a header, rather than
-/// silently ignored.
-pub fn buyer(headers: &HeaderMap, from_query: Option<String>) -> Result<String, ApiError> {
-    let from_query = from_query.map(valid_buyer).transpose()?;
-    match headers.get("x-user-id") {
-        Some(value) => valid_buyer(
-            value
-                .to_str()
-                .map_err(|_| ApiError::BadRequest("X-User-Id must be printable ASCII".into()))?
-                .to_owned(),
-        ),
-        None => from_query.ok_or_else(|| {
-            ApiError::BadRequest("a buyer is required: X-User-Id header or ?user=".into())
-        }),
-    }
-}
-
 /// Longest `X-Reservation` accepted (a token is 64 hex digits).
 const MAX_RESERVATION_LEN: usize = 128;
 
@@ -206,16 +173,4 @@ fn reservation(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
             "X-Reservation must be 1 to {MAX_RESERVATION_LEN} visible ASCII characters"
         ))),
     }
-}
-
-/// `raw` if it is a well-formed buyer id.
-fn valid_buyer(raw: String) -> Result<String, ApiError> {
-    let valid_char = |c: char| c.is_ascii_alphanumeric() || "._:@-".contains(c);
-    if raw.is_empty() || raw.len() > MAX_USER_LEN || !raw.chars().all(valid_char) {
-        return Err(ApiError::BadRequest(format!(
-            "buyer id must be 1 to {MAX_USER_LEN} characters of A-Z a-z 0-9 . _ : @ -, got {:?}",
-            truncate(&raw, 40)
-        )));
-    }
-    Ok(raw)
 }

@@ -11,6 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
+use crate::auth::BuyerAuth;
 use crate::backends::persistence::Persistence;
 use crate::edge::EdgeArgs;
 use crate::error::{ApiError, ErrorBody};
@@ -38,6 +39,8 @@ pub struct Config {
     persistence: Persistence,
     /// Its rate limits and overload protection.
     edge: EdgeArgs,
+    /// How it identifies buyers (`header` or `token`).
+    buyer_auth: BuyerAuth,
     /// What a reset leaves unset takes these.
     product_defaults: Settings,
     /// The catalogue's strategy ids.
@@ -131,6 +134,7 @@ pub async fn config(State(app): State<AppState>) -> Json<Config> {
         instance: app.shop().instance.clone(),
         persistence: crate::backends::persistence::read(app.backends()).await,
         edge: app.inner.edge.clone(),
+        buyer_auth: app.identify().mode(),
         product_defaults: Settings::default(),
         strategies: app.catalogue().ids(),
     })

@@ -4,6 +4,7 @@
 mod admin;
 mod buy;
 mod document;
+mod identify;
 mod live;
 mod meta;
 mod orders;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::DefaultBodyLimit;
+use axum::middleware::from_fn_with_state;
 use axum::routing::MethodRouter;
 use tower::ServiceBuilder;
 use tower_governor::GovernorLayer;
@@ -25,10 +27,11 @@ use tower_governor::key_extractor::GlobalKeyExtractor;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
+use crate::auth::Identify;
 use crate::backends::Backends;
 use crate::backends::error::BackendError;
 use crate::backends::master::PooledRedis;
-use crate::edge::{self, ClientIp, EdgeArgs};
+use crate::edge::{self, ClientIp, EdgeArgs, Layer};
 use crate::error::ApiError;
 use crate::purchase::Shop;
 use crate::reservation::Reservations;
@@ -36,6 +39,15 @@ use crate::soldout::Memory;
 use crate::strategy::Catalogue;
 pub use document::openapi;
 use metrics_exporter_prometheus::PrometheusHandle;
+
+/// What an instance believes: the admin token `PUT /admin/…` requires,
+/// and how it knows a request's buyer.
+pub struct Credentials {
+    /// The bearer token of the admin routes.
+    pub admin_token: String,
+    /// How buyers are identified ([`crate::auth`]).
+    pub buyers: Identify,
+}
 
 /// State shared by every handler of one instance.
 #[derive(Clone)]
@@ -48,8 +60,8 @@ struct Inner {
     /// it; the instance's name, returned as `served_by` so a client can
     /// see the round-robin at work.
     shop: Arc<Shop>,
-    /// The bearer token `PUT /admin/…` requires.
-    admin_token: String,
+    /// The admin token and how buyers are identified.
+    credentials: Credentials,
     /// Rate limits and overload settings, applied by [`router`] and shown
     /// by `GET /config`.
     edge: EdgeArgs,
@@ -62,7 +74,7 @@ impl AppState {
     pub fn new(
         backends: Backends,
         instance: String,
-        admin_token: String,
+        credentials: Credentials,
         reservations: Reservations,
         edge: EdgeArgs,
         memory: Arc<Memory>,
@@ -79,7 +91,7 @@ impl AppState {
         Self {
             inner: Arc::new(Inner {
                 shop: Arc::new(shop),
-                admin_token,
+                credentials,
                 edge,
                 metrics,
             }),
@@ -90,6 +102,11 @@ impl AppState {
     /// share with the routes.
     pub fn shop(&self) -> &Arc<Shop> {
         &self.inner.shop
+    }
+
+    /// How this instance identifies buyers.
+    pub fn identify(&self) -> &Identify {
+        &self.inner.credentials.buyers
     }
 
     fn backends(&self) -> &Backends {
@@ -118,42 +135,55 @@ const ADMIN_BODY_LIMIT: usize = 16 * 1024;
 /// Every route of the contract; unknown paths and methods answer with the
 /// contract's JSON error body like everything else. The buy route sits
 /// behind the token buckets; every route behind load shedding and the
-/// request timeout (unless the edge layers are switched off, to measure
-/// them). Serve it with `ConnectInfo<SocketAddr>` (the buckets key on the
-/// peer address).
+/// request timeout (each unless switched off, to measure what it costs).
+/// Serve it with `ConnectInfo<SocketAddr>` (the buckets key on the peer
+/// address).
 pub fn router(state: AppState) -> Router {
     let edge = state.inner.edge.clone();
-    let routes = Router::from(routes(Some(&edge)))
+    let mut routes = Router::from(routes(Some(&state)))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed });
-    if !edge.layers {
-        return routes.with_state(state);
+    // Each layer with its own error handler, so that either runs alone.
+    if edge.on(Layer::Timeout) {
+        routes = routes.layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(edge::overload))
+                .timeout(Duration::from_millis(edge.request_timeout_ms)),
+        );
     }
-    let overload = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(edge::overload))
-        .load_shed()
-        .concurrency_limit(edge.max_in_flight.max(1))
-        .timeout(Duration::from_millis(edge.request_timeout_ms));
-    routes.layer(overload).with_state(state)
+    if edge.on(Layer::Shed) {
+        routes = routes.layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(edge::overload))
+                .load_shed()
+                .concurrency_limit(edge.max_in_flight.max(1)),
+        );
+    }
+    routes.with_state(state)
 }
 
 /// The routes, each registered with its OpenAPI description in the same
-/// call, so the router and [`openapi`] cannot drift apart. With `edge`
-/// (and its layers on), the buy route gets its token buckets; without,
-/// the routes are only read for their descriptions.
-fn routes(edge: Option<&EdgeArgs>) -> OpenApiRouter<AppState> {
-    let guarded = |route: MethodRouter<AppState>| match edge {
-        Some(edge) if edge.layers => rate_limited(route, edge),
-        _ => route,
+/// call, so the router and [`openapi`] cannot drift apart. With `state`,
+/// the routes that act for a buyer first identify it ([`identify`]),
+/// and the buy and reserve routes get their token buckets (when on);
+/// without, the routes are only read for their descriptions.
+fn routes(state: Option<&AppState>) -> OpenApiRouter<AppState> {
+    let for_buyer = |route: MethodRouter<AppState>| match state {
+        Some(state) => route.layer(from_fn_with_state(state.clone(), identify::identify)),
+        None => route,
     };
-    let buy = routes!(buy::buy).map(guarded);
-    let reserve = routes!(reserve::reserve).map(guarded);
+    let guarded = |route: MethodRouter<AppState>| match state {
+        Some(state) if state.inner.edge.on(Layer::Buckets) => {
+            rate_limited(for_buyer(route), &state.inner.edge)
+        }
+        _ => for_buyer(route),
+    };
     OpenApiRouter::with_openapi(document::base())
-        .routes(buy)
-        .routes(reserve)
-        .routes(routes!(orders::view))
-        .routes(routes!(orders::pay))
-        .routes(routes!(orders::cancel))
+        .routes(routes!(buy::buy).map(guarded))
+        .routes(routes!(reserve::reserve).map(guarded))
+        .routes(routes!(orders::view).map(for_buyer))
+        .routes(routes!(orders::pay).map(for_buyer))
+        .routes(routes!(orders::cancel).map(for_buyer))
         .routes(routes!(report::one))
         .routes(routes!(report::all))
         .routes(routes!(report::dashboard))

@@ -5,13 +5,12 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, State};
 use uuid::Uuid;
 
 use super::AppState;
-use super::buy::{BuyQuery, buyer};
+use crate::auth::{Buyer, UserQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::life::{self, OrderView, Refused};
 use crate::orders::state::Status;
@@ -39,21 +38,15 @@ impl From<Refused> for ApiError {
     }
 }
 
-/// The order id and the buyer of a request.
-fn parse(
-    path: Result<Path<String>, PathRejection>,
-    query: Result<Query<BuyQuery>, QueryRejection>,
-    headers: &HeaderMap,
-) -> Result<(Uuid, String), ApiError> {
+/// The order id of a request.
+fn parse(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
     let Path(raw) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let id = Uuid::try_parse(&raw).map_err(|_| {
+    Uuid::try_parse(&raw).map_err(|_| {
         ApiError::BadRequest(format!(
             "order id must be a UUID, got {:?}",
             truncate(&raw, 40)
         ))
-    })?;
-    Ok((id, buyer(headers, query.user)?))
+    })
 }
 
 /// The buyer's order: held (with `pay_by_ms`), paid, expired, or sold.
@@ -66,7 +59,7 @@ fn parse(
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
          pattern = "^[A-Za-z0-9._:@-]+$",
          description = "the buyer; `?user=` is accepted in its place"),
-        BuyQuery,
+        UserQuery,
     ),
     responses(
         (status = 200, description = "the order", body = OrderView),
@@ -79,11 +72,10 @@ fn parse(
 )]
 pub async fn view(
     State(app): State<AppState>,
+    Extension(Buyer(buyer)): Extension<Buyer>,
     path: Result<Path<String>, PathRejection>,
-    query: Result<Query<BuyQuery>, QueryRejection>,
-    headers: HeaderMap,
 ) -> Result<Json<OrderView>, ApiError> {
-    let (id, buyer) = parse(path, query, &headers)?;
+    let id = parse(path)?;
     Ok(Json(life::view(app.shop(), id, &buyer).await?))
 }
 
@@ -98,7 +90,7 @@ pub async fn view(
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
          pattern = "^[A-Za-z0-9._:@-]+$",
          description = "the buyer who holds it; `?user=` is accepted in its place"),
-        BuyQuery,
+        UserQuery,
     ),
     responses(
         (status = 200, description = "paid", body = OrderView),
@@ -112,11 +104,10 @@ pub async fn view(
 )]
 pub async fn pay(
     State(app): State<AppState>,
+    Extension(Buyer(buyer)): Extension<Buyer>,
     path: Result<Path<String>, PathRejection>,
-    query: Result<Query<BuyQuery>, QueryRejection>,
-    headers: HeaderMap,
 ) -> Result<Json<OrderView>, ApiError> {
-    let (id, buyer) = parse(path, query, &headers)?;
+    let id = parse(path)?;
     Ok(Json(life::pay(app.shop(), id, &buyer).await?))
 }
 
@@ -131,7 +122,7 @@ pub async fn pay(
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
          pattern = "^[A-Za-z0-9._:@-]+$",
          description = "the buyer who holds it; `?user=` is accepted in its place"),
-        BuyQuery,
+        UserQuery,
     ),
     responses(
         (status = 200, description = "cancelled: the order is expired and its unit back on sale", body = OrderView),
@@ -145,10 +136,9 @@ pub async fn pay(
 )]
 pub async fn cancel(
     State(app): State<AppState>,
+    Extension(Buyer(buyer)): Extension<Buyer>,
     path: Result<Path<String>, PathRejection>,
-    query: Result<Query<BuyQuery>, QueryRejection>,
-    headers: HeaderMap,
 ) -> Result<Json<OrderView>, ApiError> {
-    let (id, buyer) = parse(path, query, &headers)?;
+    let id = parse(path)?;
     Ok(Json(life::cancel(app.shop(), id, &buyer).await?))
 }

@@ -1,14 +1,13 @@
 //! `POST /stock/{id}/reserve`: pre-booking, before a sale opens.
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, State};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::buy::{BuyQuery, buyer};
+use crate::auth::{Buyer, UserQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::product::{Window, now_ms, parse_id};
 use crate::products;
@@ -40,7 +39,7 @@ pub struct Reservation {
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
          pattern = "^[A-Za-z0-9._:@-]+$",
          description = "the buyer; `?user=` is accepted in its place"),
-        BuyQuery,
+        UserQuery,
     ),
     responses(
         (status = 200, description = "reserved: the token to buy with", body = Reservation),
@@ -56,14 +55,11 @@ pub struct Reservation {
 )]
 pub async fn reserve(
     State(app): State<AppState>,
+    Extension(Buyer(user)): Extension<Buyer>,
     path: Result<Path<String>, PathRejection>,
-    query: Result<Query<BuyQuery>, QueryRejection>,
-    headers: HeaderMap,
 ) -> Result<Json<Reservation>, ApiError> {
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let id = parse_id(&raw_id)?;
-    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let user = buyer(&headers, query.user)?;
     let mut conn = app.redis().await?;
     let product = products::load(app.backends(), &mut conn, id)
         .await?

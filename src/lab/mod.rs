@@ -32,6 +32,9 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
+use crate::auth::BuyerAuth;
+use crate::auth::token::Key;
+
 use durability::Durability;
 use links::{Backend, LinkInfo, Links};
 use powercut::PowerCutFs;
@@ -108,6 +111,11 @@ pub struct LabArgs {
     /// prometheus-nginx-exporter), and print its URL.
     #[arg(long, env = "SECKILL_LAB_OBSERVE")]
     pub observe: bool,
+    /// How the instances identify buyers. With `token`, the lab makes the
+    /// buyer-token key and names its file (`buyer_key_file` in `--json`);
+    /// `seckill tokens --key-file F` signs tokens with it.
+    #[arg(long, env = "SECKILL_BUYER_AUTH", value_enum, default_value_t)]
+    pub buyer_auth: BuyerAuth,
 }
 
 impl LabArgs {
@@ -129,6 +137,7 @@ impl LabArgs {
             cluster_replicas: false,
             power_cut_fs: false,
             observe: false,
+            buyer_auth: BuyerAuth::default(),
         }
     }
 }
@@ -146,7 +155,11 @@ pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'st
         ("SECKILL_ETCD", info.etcd.clone()),
         ("SECKILL_MYSQL_URL", info.mysql_url.clone()),
         ("SECKILL_ADMIN_TOKEN", info.admin_token.clone()),
+        ("SECKILL_BUYER_AUTH", info.buyer_auth.as_str().to_owned()),
     ];
+    if let Some(key) = &info.buyer_key_file {
+        env.push(("SECKILL_BUYER_KEY_FILE", key.display().to_string()));
+    }
     if let Some(topology) = &info.sentinel {
         // The master of the moment, from the sentinels, instead.
         env.retain(|(key, _)| *key != "SECKILL_REDIS_URL");
@@ -168,6 +181,13 @@ pub struct LabInfo {
     pub gateway_url: String,
     /// Bearer token for the admin API.
     pub admin_token: String,
+    /// How the instances identify buyers.
+    #[serde(default)]
+    pub buyer_auth: BuyerAuth,
+    /// With `buyer_auth` `token`: the key buyer tokens are signed with
+    /// (`seckill tokens --key-file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buyer_key_file: Option<PathBuf>,
     /// Each instance, directly (bypassing nginx).
     pub instances: Vec<InstanceInfo>,
     /// The Redis the instances use (with sentinels: its master when the
@@ -280,9 +300,19 @@ impl Lab {
                 None
             }
         };
+        let buyer_key_file = match args.buyer_auth {
+            BuyerAuth::Header => None,
+            BuyerAuth::Token => {
+                let path = dir.path().join("buyer.key");
+                Key::generate().save(&path)?;
+                Some(path)
+            }
+        };
         let mut lab = Self {
             info: LabInfo {
                 admin_token,
+                buyer_auth: args.buyer_auth,
+                buyer_key_file,
                 dir: dir.path().to_owned(),
                 durability: args.durability,
                 power_cut_fs: args.power_cut_fs,
@@ -678,6 +708,15 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
         println!("seckill lab is up ({} instances)", lab.info.instances.len());
         println!("  gateway      {}", lab.info.gateway_url);
         println!("  admin token  {}", lab.info.admin_token);
+        match &lab.info.buyer_key_file {
+            Some(key) => println!(
+                "  buyers       signed tokens: seckill tokens --key-file {} --users N",
+                key.display()
+            ),
+            None => {
+                println!("  buyers       X-User-Id, believed as sent (--buyer-auth token to sign)")
+            }
+        }
         for instance in &lab.info.instances {
             println!("  {:<12} {}", instance.name, instance.url);
         }

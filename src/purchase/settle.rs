@@ -20,7 +20,6 @@ use crate::product::{Product, keys, now_ms};
 use crate::products::Listed;
 use crate::sale::BuyCtx;
 use crate::strategy::Outcome;
-use crate::telemetry;
 
 /// How long an unknown outcome's count is kept: a day of looking back.
 const UNKNOWN_COUNT_TTL_SECS: u64 = 86_400;
@@ -47,7 +46,7 @@ pub async fn sell(
     };
     let outcome = lane.checked(listed.strategy.buy(&ctx).await);
     let label = outcome.as_ref().map_or("error", Outcome::label);
-    telemetry::buy(listed.strategy.info().id, label, started.elapsed());
+    listed.metrics.record(label, started.elapsed());
     tracing::debug!(outcome = label, "buy done");
     let refusal = match outcome {
         Ok(Outcome::Sold { left }) => {

@@ -72,7 +72,10 @@ pub async fn app_on(redis_url: &str, extra: &[&str]) -> Router {
     router(AppState::new(
         backends,
         "in-process".into(),
-        args.admin_token.clone(),
+        seckill::http::Credentials {
+            admin_token: args.admin_token.clone(),
+            buyers: seckill::auth::Identify::new(&args.auth).expect("buyer auth"),
+        },
         seckill::reservation::Reservations::new(None, &args.admin_token),
         args.edge,
         Arc::new(Memory::default()),
