@@ -57,7 +57,16 @@ impl TestLab {
 
     /// A client for the gateway.
     pub fn gateway(&self) -> Target {
-        Target::new(&self.info.gateway_url, &self.info.admin_token, 256).expect("client")
+        self.signing(
+            Target::new(&self.info.gateway_url, &self.info.admin_token, 256).expect("client"),
+        )
+    }
+
+    /// `target` with this lab's buyer-token key, when its instances take
+    /// tokens.
+    fn signing(&self, target: Target) -> Target {
+        let key = self.info.buyer_key().expect("the lab's buyer key");
+        target.with_buyer_key(key.as_ref())
     }
 
     /// The independent history check of this lab's races, against its
@@ -79,7 +88,10 @@ impl TestLab {
 
     /// A client for one instance directly, bypassing nginx.
     pub fn instance(&self, index: usize) -> Target {
-        Target::new(&self.info.instances[index].url, &self.info.admin_token, 256).expect("client")
+        self.signing(
+            Target::new(&self.info.instances[index].url, &self.info.admin_token, 256)
+                .expect("client"),
+        )
     }
 }
 

@@ -166,11 +166,13 @@ fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
     let value = headers.get(AUTHORIZATION).ok_or_else(|| {
         ApiError::Unauthorized("a buyer token is required: Authorization: Bearer <token>".into())
     })?;
+    // The scheme is case-insensitive (RFC 7235 §2.1).
     value
         .to_str()
         .ok()
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
         .filter(|token| !token.is_empty())
         .ok_or_else(|| ApiError::Unauthorized("Authorization must be Bearer <token>".into()))
 }

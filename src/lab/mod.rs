@@ -232,6 +232,13 @@ pub struct LabInfo {
     pub links: Vec<LinkInfo>,
 }
 
+impl LabInfo {
+    /// The buyer-token key its instances check tokens with, if they do.
+    pub fn buyer_key(&self) -> anyhow::Result<Option<Key>> {
+        self.buyer_key_file.as_deref().map(Key::load).transpose()
+    }
+}
+
 /// One process of the lab.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessInfo {

@@ -1,6 +1,7 @@
 //! A small HTTP client for the gateway: reset, buy, read the ledger.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -8,8 +9,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::auth::token::{AUDIENCE, Key, Signer};
 use crate::ledger::Ledger;
-use crate::product::StoreKind;
+use crate::product::{StoreKind, now_ms};
 
 /// A gateway (or one instance) and the admin token for it.
 #[derive(Clone)]
@@ -20,6 +22,9 @@ pub struct Target {
     pub admin_token: String,
     /// Pooled keep-alive connections, shared by all buyers.
     pub http: reqwest::Client,
+    /// With instances that take buyer tokens (`buyer_auth = token`): signs
+    /// each buyer's token, as a login would hand it out.
+    buyers: Option<Arc<Signer>>,
 }
 
 /// The parts of a `GET /strategies` entry the driver needs.
@@ -229,7 +234,25 @@ impl Target {
             base: base.trim_end_matches('/').to_owned(),
             admin_token: admin_token.to_owned(),
             http,
+            buyers: None,
         })
+    }
+
+    /// This target, its buyers carrying tokens signed with `key` (for
+    /// instances with `buyer_auth = token`; `None`: the header alone).
+    pub fn with_buyer_key(mut self, key: Option<&Key>) -> Self {
+        self.buyers = key.map(|key| Arc::new(Signer::new(key, AUDIENCE)));
+        self
+    }
+
+    /// `request` as `user`'s: `X-User-Id`, and with a key the buyer's
+    /// token (valid for an hour from now).
+    fn as_buyer(&self, request: reqwest::RequestBuilder, user: &str) -> reqwest::RequestBuilder {
+        let request = request.header("X-User-Id", user);
+        match &self.buyers {
+            Some(signer) => request.bearer_auth(signer.token(user, now_ms() / 1000, 3600)),
+            None => request,
+        }
     }
 
     /// Creates or resets a product with `body`: a
@@ -263,10 +286,10 @@ impl Target {
 
     /// [`Target::answer`] carrying `reservation` as `X-Reservation`.
     pub async fn answer_with(&self, id: i64, user: &str, reservation: Option<&str>) -> Answer {
-        let mut request = self
-            .http
-            .post(format!("{}/stock/{id}/buy", self.base))
-            .header("X-User-Id", user);
+        let mut request = self.as_buyer(
+            self.http.post(format!("{}/stock/{id}/buy", self.base)),
+            user,
+        );
         if let Some(token) = reservation {
             request = request.header("X-Reservation", token);
         }
@@ -295,7 +318,7 @@ impl Target {
             OrderAction::View => self.http.get(url),
             OrderAction::Pay | OrderAction::Cancel => self.http.post(url),
         };
-        let Ok(response) = request.header("X-User-Id", user).send().await else {
+        let Ok(response) = self.as_buyer(request, user).send().await else {
             return OrderAnswer {
                 status: 0,
                 said: "transport".into(),
@@ -348,9 +371,10 @@ impl Target {
     /// Reserves product `id` for `user` (pre-booking): the token.
     pub async fn reserve(&self, id: i64, user: &str) -> anyhow::Result<String> {
         let response = self
-            .http
-            .post(format!("{}/stock/{id}/reserve", self.base))
-            .header("X-User-Id", user)
+            .as_buyer(
+                self.http.post(format!("{}/stock/{id}/reserve", self.base)),
+                user,
+            )
             .send()
             .await
             .context("reserving")?;

@@ -17,6 +17,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::ValueEnum;
 
+use crate::auth::BuyerAuth;
+use crate::auth::token::Key;
 use crate::info::Scenario;
 use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
@@ -146,6 +148,14 @@ pub struct RaceArgs {
     /// With --url: the MySQL holding the orders of products stored there.
     #[arg(long, env = "SECKILL_MYSQL_URL")]
     pub mysql_url: Option<String>,
+    /// How the lab's instances identify buyers; with `token` every buyer
+    /// sends a token signed with the lab's key, as a login would hand out.
+    #[arg(long, env = "SECKILL_BUYER_AUTH", value_enum, default_value_t)]
+    pub buyer_auth: BuyerAuth,
+    /// With --url and instances that take tokens: the key to sign them
+    /// with (theirs).
+    #[arg(long, env = "SECKILL_BUYER_KEY_FILE")]
+    pub buyer_key_file: Option<PathBuf>,
     /// Also write the rows as a JSON array to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -169,6 +179,7 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
                 admin_token: args.admin_token.clone(),
                 durability: args.durability,
                 redis_cluster: args.redis_cluster,
+                buyer_auth: args.buyer_auth,
                 ..LabArgs::with_instances(args.instances)
             };
             let lab = Lab::start(&lab_args).await?;
@@ -186,16 +197,21 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
 }
 
 async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row>, Vec<String>)> {
-    let (url, token) = match lab {
-        Some(lab) => (lab.info.gateway_url.clone(), lab.info.admin_token.clone()),
+    let (url, token, key) = match lab {
+        Some(lab) => (
+            lab.info.gateway_url.clone(),
+            lab.info.admin_token.clone(),
+            lab.info.buyer_key()?,
+        ),
         None => (
             args.url.clone().unwrap_or_default(),
             args.admin_token
                 .clone()
                 .context("--admin-token (or SECKILL_ADMIN_TOKEN) is needed with --url")?,
+            args.buyer_key_file.as_deref().map(Key::load).transpose()?,
         ),
     };
-    let target = Target::new(&url, &token, args.concurrency)?;
+    let target = Target::new(&url, &token, args.concurrency)?.with_buyer_key(key.as_ref());
     let catalogue = target.strategies().await?;
     let safe: Vec<String> = catalogue
         .iter()

@@ -11,6 +11,7 @@ mod failover;
 mod history;
 mod hostile;
 mod idempotency;
+mod identity;
 mod life;
 mod limits;
 mod locks;

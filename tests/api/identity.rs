@@ -1,0 +1,369 @@
+//! Buyer identity with `buyer_auth = token`, from outside, through nginx:
+//! every credential that is not a valid token of ours for a buyer gets
+//! 401 with the contract's JSON body before anything is sold; a valid one
+//! buys as its subject whatever the headers say; nothing of it is logged
+//! at error level.
+
+use std::sync::OnceLock;
+
+use hmac::{Hmac, KeyInit, Mac};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use crate::harness::{TestLab, http};
+use seckill::auth::token::{AUDIENCE, Claims, Key, Signer};
+use seckill::race::driver::drained_ledger;
+
+/// A lab whose instances take tokens only.
+fn lab() -> &'static TestLab {
+    static LAB: OnceLock<TestLab> = OnceLock::new();
+    LAB.get_or_init(|| TestLab::start_with(1, &["--buyer-auth", "token"], &[]))
+}
+
+fn key() -> Key {
+    lab().info.buyer_key().expect("a key").expect("token mode")
+}
+
+fn now_s() -> u64 {
+    seckill::product::now_ms() / 1000
+}
+
+fn claims(sub: &str) -> Claims {
+    Claims {
+        sub: sub.to_owned(),
+        aud: AUDIENCE.to_owned(),
+        nbf: now_s(),
+        exp: now_s() + 600,
+    }
+}
+
+/// `header.payload.signature` by hand, the signature an HS256 MAC of the
+/// first two with `secret` (or `signature` as given).
+fn by_hand(header: &Value, payload: &Value, secret: Option<&[u8]>, signature: &str) -> String {
+    use base64::Engine;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let signed = format!(
+        "{}.{}",
+        b64(header.to_string().as_bytes()),
+        b64(payload.to_string().as_bytes())
+    );
+    let signature = match secret {
+        Some(secret) => {
+            let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any length");
+            mac.update(signed.as_bytes());
+            b64(&mac.finalize().into_bytes())
+        }
+        None => signature.to_owned(),
+    };
+    format!("{signed}.{signature}")
+}
+
+/// The lab key's bytes, as the key file holds them in hex.
+fn secret() -> Vec<u8> {
+    let path = lab().info.buyer_key_file.clone().expect("a key file");
+    let hex = std::fs::read_to_string(path).expect("readable");
+    let hex = hex.trim();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// Product `id` reset with `stock` units, one per buyer.
+async fn product(id: i64, stock: i64) {
+    lab()
+        .gateway()
+        .reset(
+            id,
+            &json!({"stock": stock, "strategy": "redis-lua", "per_user_limit": 1}),
+        )
+        .await
+        .expect("reset");
+}
+
+/// `POST /stock/{id}/buy` with `authorization` (the whole header value)
+/// and `X-User-Id: user`: status and body.
+async fn buy(id: i64, authorization: Option<&str>, user: Option<&str>) -> (u16, Value) {
+    let mut request = http().post(format!("{}/stock/{id}/buy", lab().info.gateway_url));
+    if let Some(value) = authorization {
+        request = request.header("Authorization", value);
+    }
+    if let Some(user) = user {
+        request = request.header("X-User-Id", user);
+    }
+    let response = request.send().await.expect("an answer");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The product's orders (once the writer has stored them all) and its
+/// stock counter.
+async fn sold(id: i64) -> (i64, i64) {
+    let ledger = drained_ledger(&lab().gateway(), id).await.expect("ledger");
+    (ledger.sold, ledger.remaining)
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+#[tokio::test]
+async fn every_bad_credential_is_401_and_sells_nothing() {
+    const ID: i64 = 2601;
+    product(ID, 100).await;
+    let other_key = Signer::new(&Key::generate(), AUDIENCE);
+    let ours = Signer::new(&key(), AUDIENCE);
+    let secret = secret();
+    let hs = |alg: Algorithm, claims: &Claims| {
+        jsonwebtoken::encode(
+            &Header::new(alg),
+            claims,
+            &EncodingKey::from_secret(&secret),
+        )
+        .expect("signed")
+    };
+    let payload = serde_json::to_value(claims("mallory")).expect("json");
+    let mut swapped = ours.sign(&claims("mallory"));
+    let last = swapped.pop().expect("a signature");
+    swapped.push(if last == 'A' { 'B' } else { 'A' });
+    let forged_payload = {
+        // alice's valid token with its payload replaced by mallory's.
+        let alice = ours.sign(&claims("alice"));
+        let parts: Vec<&str> = alice.split('.').collect();
+        let mallory = ours.sign(&claims("mallory"));
+        let theirs: Vec<&str> = mallory.split('.').collect();
+        format!("{}.{}.{}", parts[0], theirs[1], parts[2])
+    };
+    let odd = |edit: &dyn Fn(&mut Claims)| {
+        let mut c = claims("mallory");
+        edit(&mut c);
+        ours.sign(&c)
+    };
+    let without = |field: &str| {
+        let mut p = payload.clone();
+        p.as_object_mut().expect("object").remove(field);
+        by_hand(
+            &json!({"alg": "HS256", "typ": "JWT"}),
+            &p,
+            Some(&secret),
+            "",
+        )
+    };
+    let cases: Vec<(&str, Option<String>)> = vec![
+        ("no Authorization", None),
+        ("Basic scheme", Some("Basic bWFsbG9yeTpwdw==".into())),
+        ("Bearer and nothing", Some("Bearer ".into())),
+        ("not a JWT", Some(bearer("abc"))),
+        ("two parts", Some(bearer("eyJhbGciOiJIUzI1NiJ9.e30"))),
+        (
+            "signed with another key",
+            Some(bearer(&other_key.sign(&claims("mallory")))),
+        ),
+        ("a signature byte changed", Some(bearer(&swapped))),
+        (
+            "another payload under alice's signature",
+            Some(bearer(&forged_payload)),
+        ),
+        (
+            "expired",
+            Some(bearer(&odd(&|c| {
+                c.nbf = now_s() - 7200;
+                c.exp = now_s() - 3600;
+            }))),
+        ),
+        (
+            "not valid yet",
+            Some(bearer(&odd(&|c| {
+                c.nbf = now_s() + 3600;
+                c.exp = now_s() + 7200;
+            }))),
+        ),
+        (
+            "another audience",
+            Some(bearer(&odd(&|c| c.aud = "other-shop".into()))),
+        ),
+        (
+            "empty subject",
+            Some(bearer(&odd(&|c| c.sub = String::new()))),
+        ),
+        (
+            "a subject that is no buyer id",
+            Some(bearer(&odd(&|c| c.sub = "a b/c".into()))),
+        ),
+        (
+            "a subject of 65 characters",
+            Some(bearer(&odd(&|c| c.sub = "m".repeat(65)))),
+        ),
+        ("no sub", Some(bearer(&without("sub")))),
+        ("no exp", Some(bearer(&without("exp")))),
+        ("no aud", Some(bearer(&without("aud")))),
+        ("no nbf", Some(bearer(&without("nbf")))),
+        (
+            "alg none",
+            Some(bearer(&by_hand(
+                &json!({"alg": "none", "typ": "JWT"}),
+                &payload,
+                None,
+                "",
+            ))),
+        ),
+        (
+            "alg NONE with a signature",
+            Some(bearer(&by_hand(
+                &json!({"alg": "NONE"}),
+                &payload,
+                None,
+                "c2ln",
+            ))),
+        ),
+        (
+            "HS384 with our key",
+            Some(bearer(&hs(Algorithm::HS384, &claims("mallory")))),
+        ),
+        (
+            "HS512 with our key",
+            Some(bearer(&hs(Algorithm::HS512, &claims("mallory")))),
+        ),
+        (
+            "RS256 named over our HMAC",
+            Some(bearer(&by_hand(
+                &json!({"alg": "RS256"}),
+                &payload,
+                Some(&secret),
+                "",
+            ))),
+        ),
+        (
+            "EdDSA named over our HMAC",
+            Some(bearer(&by_hand(
+                &json!({"alg": "EdDSA"}),
+                &payload,
+                Some(&secret),
+                "",
+            ))),
+        ),
+        (
+            "a token of 2 KiB",
+            Some(bearer(&odd(&|c| c.sub = format!("m{}", "x".repeat(2048))))),
+        ),
+    ];
+    for (what, authorization) in &cases {
+        let (status, body) = buy(ID, authorization.as_deref(), Some("mallory")).await;
+        assert_eq!(status, 401, "{what}: {body}");
+        assert_eq!(body["error"]["code"], "unauthorized", "{what}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{what}"
+        );
+    }
+    // Beyond nginx's header buffers: its own 400, in the same JSON shape.
+    let huge = bearer(&"a".repeat(20 * 1024));
+    let (status, body) = buy(ID, Some(&huge), Some("mallory")).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("bad_request")),
+        "{body}"
+    );
+    assert_eq!(
+        sold(ID).await,
+        (0, 100),
+        "nothing sold to {} bad credentials",
+        cases.len() + 1
+    );
+    assert_no_errors_logged();
+}
+
+#[tokio::test]
+async fn a_valid_token_buys_as_its_subject_whatever_the_headers_say() {
+    const ID: i64 = 2602;
+    product(ID, 10).await;
+    let signer = Signer::new(&key(), AUDIENCE);
+    let alice = bearer(&signer.token("alice", now_s(), 600));
+    let (status, body) = buy(ID, Some(&alice), Some("bob")).await;
+    assert_eq!(status, 200, "{body}");
+    let order = body["order_id"].as_str().expect("an order").to_owned();
+    // The order is alice's: bob cannot see it, alice can.
+    let view = |token: String| {
+        let url = format!("{}/orders/{order}", lab().info.gateway_url);
+        async move {
+            http()
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("answer")
+        }
+    };
+    let bob_token = signer.token("bob", now_s(), 600);
+    assert_eq!(
+        view(bob_token.clone()).await.status(),
+        StatusCode::FORBIDDEN
+    );
+    let alice_view = view(signer.token("alice", now_s(), 600)).await;
+    assert_eq!(alice_view.status(), StatusCode::OK);
+    // A fresh id in the header or the query does not dodge alice's limit.
+    let (status, body) = buy(ID, Some(&alice), Some("alice-2")).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("limit_reached")),
+        "{body}"
+    );
+    let url = format!("{}/stock/{ID}/buy?user=alice-3", lab().info.gateway_url);
+    let by_query = http()
+        .post(url)
+        .header("Authorization", &alice)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(by_query.status(), StatusCode::CONFLICT);
+    // bob's limit was not used up in his name: his own token buys.
+    let (status, body) = buy(ID, Some(&bearer(&bob_token)), None).await;
+    assert_eq!(status, 200, "{body}");
+    // The scheme is case-insensitive (RFC 7235).
+    let carol = format!("bearer {}", signer.token("carol", now_s(), 600));
+    assert_eq!(buy(ID, Some(&carol), None).await.0, 200);
+    assert_eq!(sold(ID).await, (3, 7));
+    assert_no_errors_logged();
+}
+
+#[tokio::test]
+async fn every_route_for_a_buyer_wants_a_token() {
+    const ID: i64 = 2603;
+    product(ID, 10).await;
+    let base = &lab().info.gateway_url;
+    let order = "0190d5f0-0000-7000-8000-000000000001";
+    let requests = [
+        http().post(format!("{base}/stock/{ID}/reserve")),
+        http().get(format!("{base}/orders/{order}")),
+        http().post(format!("{base}/orders/{order}/pay")),
+        http().post(format!("{base}/orders/{order}/cancel")),
+    ];
+    for request in requests {
+        let response = request
+            .header("X-User-Id", "mallory")
+            .send()
+            .await
+            .expect("answer");
+        let url = response.url().to_string();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{url}");
+        let body: Value = response.json().await.expect("JSON");
+        assert_eq!(body["error"]["code"], "unauthorized", "{url}: {body}");
+    }
+    // What does not act for a buyer stays open.
+    let config = lab().gateway().config().await.expect("config");
+    assert_eq!(config["buyer_auth"], "token", "{config}");
+}
+
+/// No line of the instances' logs is at error level.
+fn assert_no_errors_logged() {
+    for instance in &lab().info.instances {
+        let log = lab().info.dir.join(format!("{}.log", instance.name));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let errors: Vec<&str> = text.lines().filter(|l| l.contains("ERROR")).collect();
+        assert!(errors.is_empty(), "{}: {errors:#?}", log.display());
+    }
+}
