@@ -26,7 +26,7 @@ pub use crate::telemetry::LIFE_EVENTS;
 pub const WINDOW_SECS: u64 = 60;
 
 /// The answers the view tells apart, in the order of every count array.
-pub const OUTCOMES: [&str; 7] = [
+pub const OUTCOMES: [&str; 8] = [
     "sold",
     "sold_out",
     "busy",
@@ -34,6 +34,7 @@ pub const OUTCOMES: [&str; 7] = [
     "unknown",
     "refused",
     "error",
+    "rate_limited",
 ];
 
 /// Upper bounds of the latency buckets, in ms; a last bucket holds the
@@ -64,6 +65,8 @@ pub enum Answer {
     Refused = 5,
     /// A backend failed or was down.
     Error = 6,
+    /// The buyer's token bucket was empty (429): nothing was tried.
+    RateLimited = 7,
 }
 
 /// One second of one product on one instance (or added up).

@@ -35,7 +35,7 @@ pub const GROUP_SIZE: &str = "seckill_group_size";
 /// its group to start, by strategy.
 pub const GROUP_WAIT: &str = "seckill_group_wait_seconds";
 /// Requests the instance turned away before any strategy ran, by reason
-/// (`rate_limited`, `overloaded`, `timeout`).
+/// (`rate_limited`, `buyer_rate_limited`, `overloaded`, `timeout`).
 pub const REJECTED: &str = "seckill_rejected_total";
 
 /// An order's life after the sale, by event: `paid`, `late_payment` (a
@@ -50,7 +50,12 @@ pub const LIFE_EVENTS: [&str; 4] = ["paid", "late_payment", "cancelled", "given_
 /// Every reason a request is turned away for ([`rejected`]'s): each
 /// series exists from the start at 0, so a dashboard's `rate()` shows a
 /// flat zero rather than no data until the first rejection.
-pub const REJECT_REASONS: [&str; 3] = ["rate_limited", "overloaded", "timeout"];
+pub const REJECT_REASONS: [&str; 4] = [
+    "rate_limited",
+    "buyer_rate_limited",
+    "overloaded",
+    "timeout",
+];
 
 /// Latency buckets in seconds: 1 ms to 10 s.
 const SECONDS: &[f64] = &[

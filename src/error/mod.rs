@@ -30,6 +30,33 @@ fn whole_seconds(duration: Duration) -> u64 {
 #[error("{0}")]
 pub struct Invalid(pub String);
 
+/// The instance's bucket that answered a 429 (the gateway's says
+/// `gateway` itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limiter {
+    /// The bucket per client address (or the global one).
+    Service,
+    /// The bucket per buyer.
+    Buyer,
+}
+
+impl Limiter {
+    /// `X-Limited-By`'s value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Service => "service",
+            Self::Buyer => "buyer",
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            Self::Service => "rate limited; retry later",
+            Self::Buyer => "this buyer's requests are over its rate; retry later",
+        }
+    }
+}
+
 /// Everything an HTTP handler can answer with besides success.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -101,11 +128,14 @@ pub enum ApiError {
     /// 409: the buyer already holds the product's `per_user_limit` units.
     #[error("this buyer has reached the product's per-user limit")]
     LimitReached,
-    /// 429: the client's (or everybody's) token bucket is empty.
-    #[error("rate limited; retry later")]
+    /// 429: the client's, the buyer's (or everybody's) token bucket is
+    /// empty.
+    #[error("{}", by.message())]
     RateLimited {
         /// Sent as `Retry-After`.
         retry_after: Duration,
+        /// Which bucket: `X-Limited-By`.
+        by: Limiter,
     },
     /// 503: the lock was not acquired in time, retries ran out or the
     /// service is shedding load; the client may retry after the hint.
@@ -268,7 +298,7 @@ impl IntoResponse for ApiError {
         let mut response = (status, Json(body)).into_response();
         let retry_after = match &self {
             Self::Busy { retry_after, .. }
-            | Self::RateLimited { retry_after }
+            | Self::RateLimited { retry_after, .. }
             | Self::NotStarted {
                 starts_in: retry_after,
                 ..
@@ -286,12 +316,12 @@ impl IntoResponse for ApiError {
                 HeaderValue::from(whole_seconds(retry_after)),
             );
         }
-        if let Self::RateLimited { .. } = &self {
+        if let Self::RateLimited { by, .. } = &self {
             // The gateway's 429 says "gateway": clients and load reports
             // can tell which layer turned them away.
             response
                 .headers_mut()
-                .insert(LIMITED_BY, HeaderValue::from_static("service"));
+                .insert(LIMITED_BY, HeaderValue::from_static(by.as_str()));
         }
         response
     }

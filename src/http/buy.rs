@@ -24,6 +24,7 @@ use crate::purchase::{self, Bought, Purchase, Refusal};
     post,
     path = "/stock/{id}/buy",
     tag = "sale",
+    security((), ("buyer_token" = [])),
     params(
         ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
@@ -44,6 +45,7 @@ use crate::purchase::{self, Bought, Purchase, Refusal};
             ("Idempotent-Replayed" = String, description = "`true` when this is the answer of an earlier request with the same Idempotency-Key"),
         )),
         (status = 400, description = "`bad_request`: a malformed id, buyer or Idempotency-Key, or no buyer", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
         (status = 403, description = "`not_started`: the product's sale window opens in `seconds_left` s; \
                                       `not_reserved`: the product sells only to buyers holding a reservation", body = ErrorBody, headers(
             ("Retry-After" = u64, description = "seconds until the sale opens"),
@@ -51,9 +53,9 @@ use crate::purchase::{self, Bought, Purchase, Refusal};
         (status = 404, description = "`unknown_product`", body = ErrorBody),
         (status = 410, description = "`ended`: the product's sale window has closed", body = ErrorBody),
         (status = 409, description = "`sold_out` (between waves: with `seconds_left`, `opens_at_ms` and `Retry-After` for the next one), or `limit_reached` (the buyer holds the product's per-user limit)", body = ErrorBody),
-        (status = 429, description = "`rate_limited` by the service or the gateway (`X-Limited-By` says which)", body = ErrorBody, headers(
+        (status = 429, description = "`rate_limited` by the gateway, the address's bucket or the buyer's (`X-Limited-By` says which)", body = ErrorBody, headers(
             ("Retry-After" = u64, description = "seconds"),
-            ("X-Limited-By" = String, description = "`service` or `gateway`"),
+            ("X-Limited-By" = String, description = "`gateway`, `service` (the address's bucket) or `buyer` (the buyer's)"),
         )),
         (status = 500, description = "`backend`: a backend failed; a sale is recorded whole or not at all", body = ErrorBody),
         (status = 503, description = "`busy` (lock not acquired in time, retries exhausted, overloaded: nothing was sold), \

@@ -21,6 +21,8 @@ use crate::strategy::Catalogue;
 
 /// The name the admin route's `security` requirement refers to.
 const ADMIN_TOKEN: &str = "admin_token";
+/// The name the buyer routes' `security` alternative refers to.
+const BUYER_TOKEN: &str = "buyer_token";
 
 /// What the derive can say up front: the title, the tags, and the admin
 /// token's scheme.
@@ -44,17 +46,25 @@ const ADMIN_TOKEN: &str = "admin_token";
 )]
 struct Base;
 
-/// Declares the bearer scheme `PUT /admin/…` requires.
+/// Declares the bearer schemes: the admin token `PUT /admin/…` requires,
+/// and the buyer token the buyer routes take with `buyer_auth = token`.
 struct AdminToken;
 
 impl Modify for AdminToken {
     fn modify(&self, doc: &mut OpenApi) {
-        doc.components
-            .get_or_insert_with(Default::default)
-            .add_security_scheme(
-                ADMIN_TOKEN,
-                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
-            );
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            ADMIN_TOKEN,
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+        let mut buyer = Http::new(HttpAuthScheme::Bearer);
+        buyer.bearer_format = Some("JWT".into());
+        buyer.description = Some(
+            "a signed buyer token (HS256; `sub` the buyer), required when the instances run \
+             with `buyer_auth = token`; then `X-User-Id` and `?user=` are ignored"
+                .into(),
+        );
+        components.add_security_scheme(BUYER_TOKEN, SecurityScheme::Http(buyer));
     }
 }
 

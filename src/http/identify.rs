@@ -6,18 +6,50 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use std::time::Duration;
+
 use super::AppState;
 use crate::auth::Buyer;
+use crate::error::{ApiError, Limiter};
+use crate::live;
+use crate::product::now_ms;
+use crate::telemetry;
 
-/// Puts the request's [`Buyer`] in its extensions, or answers 400 (a
-/// malformed declared id) or 401 (no valid token) without going on.
+/// Puts the request's [`Buyer`] in its extensions and takes a token from
+/// its bucket; or answers 400 (a malformed declared id), 401 (no valid
+/// token) or 429 (the buyer's bucket is empty) without going on.
 pub async fn identify(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
-    let buyer = app.identify().buyer(request.headers(), request.uri());
-    match buyer {
-        Ok(buyer) => {
-            request.extensions_mut().insert(Buyer(buyer));
-            next.run(request).await
+    let buyer = match app.identify().buyer(request.headers(), request.uri()) {
+        Ok(buyer) => buyer,
+        Err(error) => return error.into_response(),
+    };
+    if let Some(bucket) = app.buyer_bucket()
+        && let Err(wait) = bucket.take(&buyer)
+    {
+        telemetry::rejected("buyer_rate_limited");
+        // Counted for a product this instance knows, as every answer of
+        // the live view is: made-up ids cannot grow it.
+        let memory = &app.shop().memory;
+        if let Some(product) = bought(request.uri().path())
+            && memory.products.get(product).is_ok()
+        {
+            let now_s = now_ms() / 1000;
+            memory
+                .live
+                .record(product, live::Answer::RateLimited, Duration::ZERO, now_s);
         }
-        Err(error) => error.into_response(),
+        return ApiError::RateLimited {
+            retry_after: wait.max(Duration::from_secs(1)),
+            by: Limiter::Buyer,
+        }
+        .into_response();
     }
+    request.extensions_mut().insert(Buyer(buyer));
+    next.run(request).await
+}
+
+/// The product of a buy's path (`/stock/{id}/buy`), for the live view.
+fn bought(path: &str) -> Option<i64> {
+    let id = path.strip_prefix("/stock/")?.strip_suffix("/buy")?;
+    id.parse().ok().filter(|id| *id > 0)
 }

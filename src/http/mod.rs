@@ -31,6 +31,7 @@ use crate::auth::Identify;
 use crate::backends::Backends;
 use crate::backends::error::BackendError;
 use crate::backends::master::PooledRedis;
+use crate::edge::buyers::BuyerBucket;
 use crate::edge::{self, ClientIp, EdgeArgs, Layer};
 use crate::error::ApiError;
 use crate::purchase::Shop;
@@ -67,6 +68,8 @@ struct Inner {
     edge: EdgeArgs,
     /// Renders `GET /metrics`.
     metrics: PrometheusHandle,
+    /// Each buyer's token bucket, when on.
+    buyer_bucket: Option<BuyerBucket>,
 }
 
 impl AppState {
@@ -92,6 +95,10 @@ impl AppState {
             inner: Arc::new(Inner {
                 shop: Arc::new(shop),
                 credentials,
+                buyer_bucket: edge
+                    .on(Layer::Buckets)
+                    .then(|| BuyerBucket::new(edge.buyer_rate_per_sec, edge.buyer_rate_burst))
+                    .flatten(),
                 edge,
                 metrics,
             }),
@@ -102,6 +109,11 @@ impl AppState {
     /// share with the routes.
     pub fn shop(&self) -> &Arc<Shop> {
         &self.inner.shop
+    }
+
+    /// Each buyer's token bucket, when on.
+    fn buyer_bucket(&self) -> Option<&BuyerBucket> {
+        self.inner.buyer_bucket.as_ref()
     }
 
     /// How this instance identifies buyers.
@@ -208,18 +220,7 @@ fn rate_limited(route: MethodRouter<AppState>, edge: &EdgeArgs) -> MethodRouter<
         .burst_size(edge.rate_burst.max(1))
         .finish()
         .expect("a non-zero period and burst always make a config");
-    // The sweeper holds the limiter weakly: it ends once the router (and
-    // with it the limiter) is dropped at shutdown.
-    let limiter = Arc::downgrade(per_client.limiter());
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            match limiter.upgrade() {
-                Some(limiter) => limiter.retain_recent(),
-                None => return,
-            }
-        }
-    });
+    edge::sweep_every_minute(per_client.limiter());
     let mut route = route.layer(GovernorLayer::new(per_client).error_handler(edge::governor_error));
     if edge.global_rate_per_sec > 0 {
         let global = GovernorConfigBuilder::default()

@@ -54,6 +54,7 @@ fn parse(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
     get,
     path = "/orders/{id}",
     tag = "orders",
+    security((), ("buyer_token" = [])),
     params(
         ("id" = Uuid, Path, description = "the order id a buy answered"),
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
@@ -64,8 +65,13 @@ fn parse(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
     responses(
         (status = 200, description = "the order", body = OrderView),
         (status = 400, description = "`bad_request`: a malformed order id or buyer, or no buyer", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
         (status = 403, description = "`not_your_order`: another buyer's order", body = ErrorBody),
         (status = 404, description = "`unknown_order`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the buyer's bucket is empty (`X-Limited-By: buyer`)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds"),
+            ("X-Limited-By" = String, description = "`buyer`"),
+        )),
         (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
         (status = 503, description = "`busy`: the order was just made and is not recorded yet; `unavailable`: a backend is down", body = ErrorBody),
     )
@@ -85,6 +91,7 @@ pub async fn view(
     post,
     path = "/orders/{id}/pay",
     tag = "orders",
+    security((), ("buyer_token" = [])),
     params(
         ("id" = Uuid, Path, description = "the order id a buy answered"),
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
@@ -95,8 +102,13 @@ pub async fn view(
     responses(
         (status = 200, description = "paid", body = OrderView),
         (status = 400, description = "`bad_request`: a malformed order id or buyer, or no buyer", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
         (status = 403, description = "`not_your_order`: another buyer's order; nothing changed", body = ErrorBody),
         (status = 404, description = "`unknown_order`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the buyer's bucket is empty (`X-Limited-By: buyer`)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds"),
+            ("X-Limited-By" = String, description = "`buyer`"),
+        )),
         (status = 409, description = "`expired`: the hold expired or was cancelled, nothing was paid; `not_held`: the order was sold outright", body = ErrorBody),
         (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
         (status = 503, description = "`busy`: the order was just made and is not recorded yet; `unavailable`: a backend is down", body = ErrorBody),
@@ -117,6 +129,7 @@ pub async fn pay(
     post,
     path = "/orders/{id}/cancel",
     tag = "orders",
+    security((), ("buyer_token" = [])),
     params(
         ("id" = Uuid, Path, description = "the order id a buy answered"),
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
@@ -127,8 +140,13 @@ pub async fn pay(
     responses(
         (status = 200, description = "cancelled: the order is expired and its unit back on sale", body = OrderView),
         (status = 400, description = "`bad_request`: a malformed order id or buyer, or no buyer", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
         (status = 403, description = "`not_your_order`: another buyer's order; nothing changed", body = ErrorBody),
         (status = 404, description = "`unknown_order`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the buyer's bucket is empty (`X-Limited-By: buyer`)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds"),
+            ("X-Limited-By" = String, description = "`buyer`"),
+        )),
         (status = 409, description = "`not_held`: the order is paid, or was sold outright", body = ErrorBody),
         (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
         (status = 503, description = "`busy`: the order was just made and is not recorded yet; `unavailable`: a backend is down, or the product's lock was not acquired", body = ErrorBody),

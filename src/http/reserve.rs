@@ -34,6 +34,7 @@ pub struct Reservation {
     post,
     path = "/stock/{id}/reserve",
     tag = "sale",
+    security((), ("buyer_token" = [])),
     params(
         ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
@@ -44,11 +45,12 @@ pub struct Reservation {
     responses(
         (status = 200, description = "reserved: the token to buy with", body = Reservation),
         (status = 400, description = "`bad_request`: a malformed id or buyer, or no buyer", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
         (status = 404, description = "`unknown_product`", body = ErrorBody),
         (status = 409, description = "`not_reservable`: the product takes no reservations, or its sale has opened", body = ErrorBody),
-        (status = 429, description = "`rate_limited` by the service or the gateway (`X-Limited-By` says which)", body = ErrorBody, headers(
+        (status = 429, description = "`rate_limited` by the gateway, the address's bucket or the buyer's (`X-Limited-By` says which)", body = ErrorBody, headers(
             ("Retry-After" = u64, description = "seconds"),
-            ("X-Limited-By" = String, description = "`service` or `gateway`"),
+            ("X-Limited-By" = String, description = "`gateway`, `service` (the address's bucket) or `buyer` (the buyer's)"),
         )),
         (status = 503, description = "`unavailable`: a backend is down", body = ErrorBody),
     )

@@ -6,6 +6,7 @@
 
 use std::sync::OnceLock;
 
+use futures::future::join_all;
 use hmac::{Hmac, KeyInit, Mac};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::StatusCode;
@@ -16,10 +17,25 @@ use crate::harness::{TestLab, http};
 use seckill::auth::token::{AUDIENCE, Claims, Key, Signer};
 use seckill::race::driver::drained_ledger;
 
-/// A lab whose instances take tokens only.
+/// Each buyer's bucket in the lab: a burst of this many buys…
+const BURST: u64 = 5;
+/// …refilled at this many per second.
+const RATE: u64 = 2;
+
+/// A lab whose instance takes tokens only, with a tight bucket per buyer
+/// (one instance, so that the bucket a buyer meets is always the same).
 fn lab() -> &'static TestLab {
     static LAB: OnceLock<TestLab> = OnceLock::new();
-    LAB.get_or_init(|| TestLab::start_with(1, &["--buyer-auth", "token"], &[]))
+    LAB.get_or_init(|| {
+        TestLab::start_with(
+            1,
+            &["--buyer-auth", "token"],
+            &[
+                ("SECKILL_BUYER_RATE_PER_SEC", &RATE.to_string()),
+                ("SECKILL_BUYER_RATE_BURST", &BURST.to_string()),
+            ],
+        )
+    })
 }
 
 fn key() -> Key {
@@ -79,6 +95,15 @@ async fn product(id: i64, stock: i64) {
             id,
             &json!({"stock": stock, "strategy": "redis-lua", "per_user_limit": 1}),
         )
+        .await
+        .expect("reset");
+}
+
+/// Product `id` reset with `stock` units and no per-buyer limit.
+async fn product_unlimited(id: i64, stock: i64) {
+    lab()
+        .gateway()
+        .reset(id, &json!({"stock": stock, "strategy": "redis-lua"}))
         .await
         .expect("reset");
 }
@@ -356,6 +381,133 @@ async fn every_route_for_a_buyer_wants_a_token() {
     // What does not act for a buyer stays open.
     let config = lab().gateway().config().await.expect("config");
     assert_eq!(config["buyer_auth"], "token", "{config}");
+}
+
+#[tokio::test]
+async fn one_buyer_on_many_connections_is_held_to_its_bucket_while_others_buy() {
+    const ID: i64 = 2604;
+    const FLOOD: usize = 40;
+    product_unlimited(ID, 1000).await;
+    let signer = Signer::new(&key(), AUDIENCE);
+    let mallory = bearer(&signer.token("mallory", now_s(), 600));
+    // The sale is under way: the instance knows the product (its live
+    // view counts answers only for products it knows, so that made-up ids
+    // cannot grow it).
+    let first = bearer(&signer.token("other-first", now_s(), 600));
+    assert_eq!(buy(ID, Some(&first), None).await.0, 200);
+    let started = std::time::Instant::now();
+    // Mallory on 40 connections at once, each naming a fresh X-User-Id;
+    // ten others buy once each meanwhile.
+    let flood = (0..FLOOD).map(|n| {
+        let mallory = mallory.clone();
+        async move {
+            let url = format!("{}/stock/{ID}/buy", lab().info.gateway_url);
+            let response = http()
+                .post(url)
+                .header("Authorization", mallory)
+                .header("X-User-Id", format!("fresh-{n}"))
+                .send()
+                .await
+                .expect("an answer");
+            let limited_by = response.headers().get("x-limited-by").cloned();
+            let retry_after = response.headers().get("retry-after").cloned();
+            (response.status().as_u16(), limited_by, retry_after)
+        }
+    });
+    let others = (0..10).map(|n| {
+        let token = bearer(&signer.token(&format!("other-{n}"), now_s(), 600));
+        async move { buy(ID, Some(&token), None).await.0 }
+    });
+    let (flood, others) = tokio::join!(join_all(flood), join_all(others));
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(others.iter().all(|s| *s == 200), "the others: {others:?}");
+    let bought = flood.iter().filter(|(s, ..)| *s == 200).count() as u64;
+    let limited: Vec<_> = flood.iter().filter(|(s, ..)| *s == 429).collect();
+    assert_eq!(bought + limited.len() as u64, FLOOD as u64, "{flood:?}");
+    // The bucket held a burst and refilled at RATE while the flood ran.
+    let allowed = BURST + (elapsed * RATE as f64).ceil() as u64;
+    assert!(
+        (BURST..=allowed).contains(&bought),
+        "{bought} sold in {elapsed:.2} s: {flood:?}"
+    );
+    for (_, by, retry_after) in &limited {
+        assert_eq!(by.as_ref().and_then(|v| v.to_str().ok()), Some("buyer"));
+        let wait: u64 = retry_after
+            .as_ref()
+            .expect("Retry-After")
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(wait >= 1, "Retry-After {wait}");
+    }
+    assert_eq!(
+        sold(ID).await,
+        (bought as i64 + 11, 1000 - bought as i64 - 11)
+    );
+    // Counted in /metrics and in the live view.
+    let instance = &lab().info.instances[0].url;
+    let metrics = http()
+        .get(format!("{instance}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let rejected = metrics
+        .lines()
+        .find(|l| l.starts_with("seckill_rejected_total{reason=\"buyer_rate_limited\"}"))
+        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .expect("the buyer-bucket series");
+    assert!(
+        rejected >= limited.len() as f64,
+        "{rejected} < {}",
+        limited.len()
+    );
+    // The live view: each instance publishes its counts once a second.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let counted = live_rate_limited(ID).await;
+        if counted == limited.len() as u64 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "live view counted {counted} of {}",
+            limited.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The 429s of the buyer bucket the live view counted for `id`.
+async fn live_rate_limited(id: i64) -> u64 {
+    let live: Value = http()
+        .get(format!("{}/live", lab().info.gateway_url))
+        .send()
+        .await
+        .expect("an answer")
+        .json()
+        .await
+        .expect("JSON");
+    let index = live["outcomes"]
+        .as_array()
+        .and_then(|o| o.iter().position(|o| o == "rate_limited"))
+        .expect("rate_limited is an outcome");
+    live["products"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["ledger"]["id"] == id)
+        .flat_map(|p| {
+            p["minute"]["instances"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|(_, counts)| counts[index].as_u64().unwrap_or(0))
+        .sum()
 }
 
 /// No line of the instances' logs is at error level.

@@ -5,6 +5,8 @@
 //! (`nginx/seckill.conf.template`); this one also protects an instance that
 //! is reached directly.
 
+pub mod buyers;
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,12 +15,13 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
 use axum::response::{IntoResponse, Response};
+use governor::DefaultKeyedRateLimiter;
 use serde::Serialize;
 use tower_governor::GovernorError;
 use tower_governor::key_extractor::KeyExtractor;
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Limiter};
 use crate::telemetry;
 
 /// Rate limits and overload protection, from flags or the environment.
@@ -34,6 +37,14 @@ pub struct EdgeArgs {
     /// Bucket size per client address: the burst allowed at once.
     #[arg(long, env = "SECKILL_RATE_BURST", default_value_t = 100_000)]
     pub rate_burst: u32,
+    /// Buys per second allowed per buyer, per instance (token bucket
+    /// refill; 0: no per-buyer bucket). Keyed by the verified buyer with
+    /// `buyer_auth = token`.
+    #[arg(long, env = "SECKILL_BUYER_RATE_PER_SEC", default_value_t = 50)]
+    pub buyer_rate_per_sec: u64,
+    /// Bucket size per buyer: the burst one buyer may send at once.
+    #[arg(long, env = "SECKILL_BUYER_RATE_BURST", default_value_t = 100)]
+    pub buyer_rate_burst: u32,
     /// Buys per second allowed from everybody together (0 = no global bucket).
     #[arg(long, env = "SECKILL_GLOBAL_RATE_PER_SEC", default_value_t = 0)]
     pub global_rate_per_sec: u64,
@@ -189,6 +200,7 @@ pub fn governor_error(error: GovernorError) -> Response<Body> {
             telemetry::rejected("rate_limited");
             ApiError::RateLimited {
                 retry_after: Duration::from_secs(wait_time.max(1)),
+                by: Limiter::Service,
             }
             .into_response()
         }
@@ -204,6 +216,25 @@ pub fn governor_error(error: GovernorError) -> Response<Body> {
 /// The period between two tokens for `per_sec` tokens a second.
 pub fn refill_period(per_sec: u64) -> Duration {
     Duration::from_nanos(1_000_000_000 / per_sec.max(1))
+}
+
+/// Sweeps `limiter`'s stale keys every minute, so that its memory follows
+/// the active clients (or buyers), not every one ever seen. The sweeper
+/// holds it weakly: it ends once the limiter is dropped at shutdown.
+pub fn sweep_every_minute<K>(limiter: &Arc<DefaultKeyedRateLimiter<K>>)
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+{
+    let limiter = Arc::downgrade(limiter);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            match limiter.upgrade() {
+                Some(limiter) => limiter.retain_recent(),
+                None => return,
+            }
+        }
+    });
 }
 
 /// What load shedding and the timeout turn into. Shed requests never
