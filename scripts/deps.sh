@@ -47,6 +47,8 @@ have npm || need+=(npm)
 # wrk: the reference HTTP load generator `seckill bench` measures its own
 # client against (its `(wrk)` figures).
 have wrk || need+=(wrk)
+# faketime: the clock-skew scenario runs an instance with its clock ahead.
+have faketime || need+=(faketime)
 # Python with venv and pip, for Schemathesis' virtualenv.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 

@@ -19,7 +19,7 @@ use crate::backends::{Backends, Footprint};
 use crate::error::Invalid;
 use crate::product::keys::Place;
 use crate::product::shares::through;
-use crate::product::{Product, Recipe, ResetRequest, Settings, keys, now_ms, truncate};
+use crate::product::{Product, Recipe, ResetRequest, Settings, keys, truncate};
 use crate::sale::Store;
 use crate::strategy::{Catalogue, Sells};
 use crate::telemetry::BuyMetrics;
@@ -255,7 +255,7 @@ pub async fn reset(
     let mut settings = request.settings;
     if settings.waves > 1 && settings.opens_at_ms == 0 {
         // Waves are counted from the opening: without one, from now.
-        settings.opens_at_ms = now_ms();
+        settings.opens_at_ms = backends.clock.now_ms();
     }
     let first_wave = through(request.stock, settings.waves, 1)[0][1];
     let mut tx = backends.pg.begin().await?;

@@ -125,6 +125,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let backends = prepare(&args).await?;
+    // Not one answer about the sale window before the instance reads
+    // the shared clock.
+    let rtt = retrying_sync(&backends).await?;
+    tracing::info!(
+        rtt_us = rtt.as_micros() as u64,
+        "the shared clock is synced"
+    );
 
     // Every task of the instance stops on this one signal, sent once the
     // HTTP server has finished its in-flight requests.
@@ -148,6 +155,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         memory.live.clone(),
         stopping.clone(),
     ));
+    let clock = tokio::spawn({
+        let (clock, redis) = (backends.clock.clone(), backends.redis.clone());
+        let stopping = stopping.clone();
+        async move { clock.keep_synced(redis, stopping).await }
+    });
     let metrics = telemetry::install();
     let upkeep = tokio::spawn(telemetry::upkeep(metrics.clone(), stopping.clone()));
     let reservations = Reservations::new(args.reservation_key.as_deref(), &args.admin_token);
@@ -170,7 +182,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("http stopped; draining the order writer");
     let _ = stop.send(true);
     writer.await.context("order writer panicked")?;
-    let _ = tokio::join!(listener_task, upkeep, live, reaper);
+    let _ = tokio::join!(listener_task, upkeep, live, reaper, clock);
     tracing::info!("stopped");
     Ok(())
 }
@@ -299,7 +311,25 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
         redlock: Arc::new(redlock),
         zookeeper,
         etcd,
+        clock: Arc::default(),
     })
+}
+
+/// The shared clock's first sync, retried once a second for 30 s while
+/// Redis comes up.
+async fn retrying_sync(backends: &Backends) -> anyhow::Result<Duration> {
+    let mut tries = 0;
+    loop {
+        match backends.clock.sync(&backends.redis).await {
+            Ok(rtt) => return Ok(rtt),
+            Err(error) if tries >= 30 => {
+                return Err(anyhow::anyhow!(error).context("syncing the shared clock with Redis"));
+            }
+            Err(error) => tracing::warn!(%error, "the shared clock waits for Redis"),
+        }
+        tries += 1;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// A pool from `connect`, retried once a second for 30 s while the

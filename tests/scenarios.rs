@@ -146,7 +146,9 @@ fn assert_key_number(row: &ScenarioRow, expect: Expect) {
         Expect::NoOversell => assert_eq!(r.oversold, 0, "{row:?}"),
         Expect::SellsAll => assert_eq!((r.sold, r.oversold), (r.initial, 0), "{row:?}"),
         Expect::Stalls => assert_eq!(r.sold, 0, "a stalled product sells nothing: {row:?}"),
-        Expect::Throttled => unreachable!("no strategy declares throttling"),
+        Expect::Throttled | Expect::OpensOnTime => {
+            unreachable!("no strategy declares {expect:?}: the scenario chooses it")
+        }
     }
 }
 
@@ -245,6 +247,20 @@ fn segments_scale_a_hot_lock() {
         eight >= MIN_SPEEDUP * one,
         "8 segments: {eight:.0} rps, 1 segment: {one:.0} rps"
     );
+}
+
+#[test]
+fn an_instance_whose_clock_runs_ahead_sells_nothing_before_the_opening() {
+    let rows = scenario("clock-skew");
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for r in &rows {
+        let opening = r.row.opening.as_ref().expect("a sale window");
+        assert_eq!(opening.sold_early, 0, "sold before the opening: {r:?}");
+        assert!(opening.early > 0, "nobody came early: {r:?}");
+        assert_eq!((r.row.sold, r.row.oversold), (r.row.initial, 0), "{r:?}");
+        assert!(r.met, "{r:?}");
+    }
+    assert!(rows.iter().any(|r| r.variant.contains("+60s")), "{rows:?}");
 }
 
 #[test]

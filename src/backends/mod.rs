@@ -2,6 +2,7 @@
 //! masters, ZooKeeper, etcd — and [`Footprint`], what a product leaves in them.
 //! Handles only: no knowledge of products, locks or strategies.
 
+pub mod clock;
 pub mod conn;
 pub mod error;
 pub mod etcd;
@@ -39,6 +40,8 @@ pub struct Backends {
     pub zookeeper: Option<zookeeper::ZkSession>,
     /// etcd, when configured.
     pub etcd: Option<etcd_client::Client>,
+    /// The clock every instance judges the sale window by ([`clock`]).
+    pub clock: Arc<clock::SharedClock>,
 }
 
 impl Backends {

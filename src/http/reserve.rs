@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use crate::auth::{Buyer, UserQuery};
 use crate::error::{ApiError, ErrorBody};
-use crate::product::{Window, now_ms, parse_id};
+use crate::product::{Window, parse_id};
 use crate::products;
 
 /// A reservation: what the buyer sends back as `X-Reservation` when the
@@ -71,7 +71,10 @@ pub async fn reserve(
             "this product takes no reservations: anyone may buy when it opens",
         ));
     }
-    if !matches!(product.settings.window(now_ms()), Window::NotStarted(_)) {
+    if !matches!(
+        product.settings.window(app.backends().clock.now_ms()),
+        Window::NotStarted(_)
+    ) {
         return Err(ApiError::NotReservable(
             "reservations closed when the sale opened",
         ));

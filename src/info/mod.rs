@@ -74,6 +74,9 @@ pub enum Expect {
     /// some buyers still buy, nothing is oversold, and every answer is a
     /// sale, a 429 or `sold_out`.
     Throttled,
+    /// With a sale window: nothing sold before the opening, the buyers
+    /// who came early told `not_started`, the stock sold after it.
+    OpensOnTime,
 }
 
 impl Expect {
@@ -85,6 +88,9 @@ impl Expect {
             Self::SellsAll => "sells exactly the stock, oversold = 0",
             Self::Stalls => "stalls: sold = 0, buyers busy",
             Self::Throttled => "429s from gateway and service, counted apart; sells; oversold = 0",
+            Self::OpensOnTime => {
+                "nothing sold before the opening (early buyers not_started), the stock after it"
+            }
         }
     }
 }

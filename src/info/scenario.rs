@@ -52,11 +52,13 @@ pub enum Scenario {
     ReaperCrash,
     /// `abandoned-carts`.
     AbandonedCarts,
+    /// `clock-skew`.
+    ClockSkew,
 }
 
 impl Scenario {
     /// Every scenario, in the order `--scenario all` runs them.
-    pub const ALL: [Self; 21] = [
+    pub const ALL: [Self; 22] = [
         Self::Contention,
         Self::TwoInstancesLocalLock,
         Self::LeaseExpiry,
@@ -78,6 +80,7 @@ impl Scenario {
         Self::LatePayment,
         Self::ReaperCrash,
         Self::AbandonedCarts,
+        Self::ClockSkew,
     ];
 
     /// Its name on the command line and in the reports.
@@ -104,6 +107,7 @@ impl Scenario {
             Self::LatePayment => "late-payment",
             Self::ReaperCrash => "reaper-crash",
             Self::AbandonedCarts => "abandoned-carts",
+            Self::ClockSkew => "clock-skew",
         }
     }
 
@@ -172,6 +176,9 @@ impl Scenario {
             }
             Self::AbandonedCarts => {
                 "when most buyers never pay, the stock cycles back and sells again until every unit is paid, never oversold"
+            }
+            Self::ClockSkew => {
+                "an instance whose clock runs ahead sells before the opening if it judges the window by its own clock; judged by one shared clock, nothing sells early through any instance"
             }
         }
     }

@@ -173,6 +173,24 @@ pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'st
     env
 }
 
+/// `command`'s environment as the lab's instance `name` listening on
+/// `addr`, with `extra` on top.
+fn serving(
+    command: &mut Command,
+    info: &LabInfo,
+    name: &str,
+    addr: SocketAddr,
+    extra: &[(String, String)],
+) {
+    command
+        .envs(instance_env(info, name, addr))
+        .env(
+            "RUST_LOG",
+            std::env::var("SECKILL_LAB_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .envs(extra.iter().map(|(k, v)| (k, v)));
+}
+
 /// Where everything is; printed by `seckill lab --json`. Starts empty
 /// (`Default`) and is filled in as the processes come up.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -443,14 +461,8 @@ impl Lab {
                 self.info.clone()
             };
             let mut command = Command::new(&exe);
-            command
-                .arg("serve")
-                .envs(instance_env(&seen, &name, addr))
-                .env(
-                    "RUST_LOG",
-                    std::env::var("SECKILL_LAB_LOG").unwrap_or_else(|_| "info".into()),
-                )
-                .envs(extra_env.iter().map(|(k, v)| (k, v)));
+            command.arg("serve");
+            serving(&mut command, &seen, &name, addr, extra_env);
             let log = self.info.dir.join(format!("{name}.log"));
             let process = Managed::spawn(&name, command, &log)?;
             self.info.instances.push(InstanceInfo {
@@ -470,6 +482,36 @@ impl Lab {
             .await?;
         }
         Ok(())
+    }
+
+    /// One more instance, outside the gateway (reached at its own URL),
+    /// its command run under `wrapper` (`faketime -f +60s`: an instance
+    /// whose clock is off), on the lab's backends. Stopped with the lab.
+    pub async fn start_outside_instance(
+        &mut self,
+        name: &str,
+        wrapper: &[&str],
+    ) -> anyhow::Result<InstanceInfo> {
+        let (program, args) = wrapper.split_first().context("a wrapper command")?;
+        let exe = std::env::current_exe().context("locating the seckill binary")?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let mut command = Command::new(program);
+        command.args(args).arg(&exe).arg("serve");
+        serving(&mut command, &self.info, name, addr, &[]);
+        let log = self.info.dir.join(format!("{name}.log"));
+        let process = Managed::spawn(name, command, &log)?;
+        let info = InstanceInfo {
+            name: name.to_owned(),
+            url: format!("http://{addr}"),
+            pid: process.pid(),
+        };
+        let ready = format!("{}/readyz", info.url);
+        self.wait(process, move || {
+            let url = ready.clone();
+            async move { http_ok(&url).await }
+        })
+        .await?;
+        Ok(info)
     }
 
     async fn start_gateway(

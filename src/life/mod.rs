@@ -94,7 +94,7 @@ async fn locate(
         }
         match found {
             Some(tracked) => break tracked,
-            None if !recent(order_id) => return Err(Refused::Unknown),
+            None if !recent(shop, order_id) => return Err(Refused::Unknown),
             None if waited.elapsed() >= ARRIVAL_WAIT => return Err(Refused::NotYet),
             None => tokio::time::sleep(Duration::from_millis(50)).await,
         }
@@ -124,10 +124,12 @@ async fn locate(
     }
 }
 
-/// Whether a v7 id was made within [`ON_ITS_WAY`].
-fn recent(order_id: Uuid) -> bool {
+/// Whether a v7 id was made within [`ON_ITS_WAY`] (ids carry the shared
+/// clock's time).
+fn recent(shop: &Shop, order_id: Uuid) -> bool {
+    let now = shop.backends.clock.now_ms();
     made_at_ms(order_id)
-        .is_some_and(|made| now_ms().saturating_sub(made) < ON_ITS_WAY.as_millis() as u64)
+        .is_some_and(|made| now.saturating_sub(made) < ON_ITS_WAY.as_millis() as u64)
 }
 
 /// The buyer's view of `tracked`.
@@ -165,7 +167,7 @@ pub async fn pay(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, 
         }
         status @ Status::Sold => return Err(Refused::NotHeld(status)),
     }
-    let now = now_ms();
+    let now = shop.backends.clock.now_ms();
     let payable_from = settings
         .giveback
         .checks_due()

@@ -15,7 +15,6 @@ use uuid::Uuid;
 use crate::backends::error::BackendError;
 use crate::orders::Order;
 use crate::product::life::{Giveback, overdue_below, pay_by_ms};
-use crate::product::now_ms;
 use crate::products::{self, Listed};
 use crate::purchase::Shop;
 use crate::sale::Due;
@@ -117,7 +116,8 @@ pub async fn reap(shop: &Shop, listed: &Listed) -> Result<usize, BackendError> {
 /// was full (more may be due).
 async fn reap_batch(shop: &Shop, listed: &Listed) -> Result<(usize, bool), BackendError> {
     let settings = &listed.product.settings;
-    let cutoff = overdue_below(now_ms(), settings.pay_within_ms);
+    let now = shop.backends.clock.now_ms();
+    let cutoff = overdue_below(now, settings.pay_within_ms);
     let (book, backends, product) = (listed.store.book(), &shop.backends, &listed.product);
     let full = |orders: &[Order]| orders.len() as i64 >= BATCH;
     match settings.giveback {
@@ -128,7 +128,7 @@ async fn reap_batch(shop: &Shop, listed: &Listed) -> Result<(usize, bool), Backe
             if due.is_empty() {
                 return Ok((0, false));
             }
-            lag(settings.pay_within_ms, &due);
+            lag(now, settings.pay_within_ms, &due);
             Ok((giveback::naive(shop, listed, &due).await?, full(&due)))
         }
         Giveback::StateMachine => {
@@ -139,7 +139,7 @@ async fn reap_batch(shop: &Shop, listed: &Listed) -> Result<(usize, bool), Backe
             let ids: Vec<Uuid> = due.iter().map(|o| o.order_id).collect();
             let won: HashSet<Uuid> = book.expire(backends, &ids).await?.into_iter().collect();
             due.retain(|o| won.contains(&o.order_id));
-            lag(settings.pay_within_ms, &due);
+            lag(now, settings.pay_within_ms, &due);
             Ok((giveback::after_expiry(shop, listed, &due).await?, more))
         }
         Giveback::DelayQueue => {
@@ -148,16 +148,16 @@ async fn reap_batch(shop: &Shop, listed: &Listed) -> Result<(usize, bool), Backe
             let mut orders = book.due(backends, product, Due::Owed, BATCH).await?;
             let claimed = book.claim(backends, product, cutoff, BATCH).await?;
             let more = full(&orders) || full(&claimed);
-            lag(settings.pay_within_ms, &claimed);
+            lag(now, settings.pay_within_ms, &claimed);
             orders.extend(claimed);
             Ok((giveback::after_expiry(shop, listed, &orders).await?, more))
         }
     }
 }
 
-/// Records how long after its due time each of `orders` was taken.
-fn lag(pay_within_ms: u64, orders: &[Order]) {
-    let now = now_ms();
+/// Records how long after its due time each of `orders` was taken, at
+/// `now` (the shared clock's, as their ids' times are).
+fn lag(now: u64, pay_within_ms: u64, orders: &[Order]) {
     for order in orders {
         if let Some(due) = pay_by_ms(order.order_id, pay_within_ms) {
             telemetry::reaper_lag(Duration::from_millis(now.saturating_sub(due)));

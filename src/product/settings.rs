@@ -214,8 +214,10 @@ pub struct Settings {
     pub reaper_pause_ms: u64,
 }
 
-/// Now, in ms since the Unix epoch: the clock the sale window is read on
-/// (each instance's own).
+/// Now on this machine's wall clock, in ms since the Unix epoch: for
+/// logs, the live view's seconds and the tools. The sale window, holds
+/// and waves are judged on the shared clock instead
+/// (the backends' `clock`), which every instance agrees on.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

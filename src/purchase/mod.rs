@@ -13,14 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::Instrument;
-use uuid::Uuid;
 
 use crate::backends::Backends;
 use crate::backends::error::BackendError;
 use crate::backends::lane::LaneConn;
 use crate::idempotency::{self, Claim, Claimed, Keyed, Sold};
 use crate::orders::Order;
-use crate::product::{Product, Window, now_ms};
+use crate::product::{Product, Window};
 use crate::products::{self, Listed, Miss};
 use crate::reservation::Reservations;
 use crate::soldout::Memory;
@@ -104,11 +103,11 @@ pub async fn buy(
         &shop.memory.waves,
         store,
         product,
-        now_ms(),
+        shop.backends.clock.now_ms(),
     );
     lane.checked(caught_up.await)?;
     let order = Order {
-        order_id: Uuid::now_v7(),
+        order_id: shop.backends.clock.order_id(),
         product_id: id,
         epoch: product.epoch,
         user_id: purchase.buyer,
@@ -138,7 +137,7 @@ impl Shop {
     /// open and, with pre-booking, the buyer holds a reservation for this
     /// reset of it.
     fn admit(&self, product: &Product, purchase: &Purchase) -> Result<(), Refusal> {
-        match product.settings.window(now_ms()) {
+        match product.settings.window(self.backends.clock.now_ms()) {
             Window::Open => {}
             Window::NotStarted(ms) => {
                 return Err(Refusal::NotStarted {

@@ -16,7 +16,7 @@ use crate::backends::error::BackendError;
 use crate::backends::lane::LaneConn;
 use crate::idempotency::{Claim, Sold};
 use crate::orders::Order;
-use crate::product::{Product, keys, now_ms};
+use crate::product::{Product, keys};
 use crate::products::Listed;
 use crate::sale::BuyCtx;
 use crate::strategy::Outcome;
@@ -93,7 +93,7 @@ pub async fn sell(
 /// Sold out: until the next wave, if one is still to come (no flag: come
 /// back then); for good otherwise, remembered by the instance.
 fn sold_out(shop: &Shop, product: &Product) -> Refusal {
-    let now = now_ms();
+    let now = shop.backends.clock.now_ms();
     let settings = &product.settings;
     let due = settings.waves_due(now);
     if due < settings.waves {

@@ -475,6 +475,10 @@ pub struct Opening {
     /// From the opening to the answer of the last sale, in ms (none when
     /// nothing sold).
     pub last_sale_ms: Option<f64>,
+    /// Sales answered before the opening, by this process's clock: a
+    /// window judged by a clock that is ahead.
+    #[serde(default)]
+    pub sold_early: u64,
 }
 
 impl Opening {
@@ -486,16 +490,22 @@ impl Opening {
         // The opening on this process's monotonic clock.
         let since = Duration::from_millis(now_ms().saturating_sub(ledger.settings.opens_at_ms));
         let opened = Instant::now().checked_sub(since);
-        let last_sale_ms = attempts
-            .iter()
-            .filter(|a| a.answer.status == 200)
+        let sales = || attempts.iter().filter(|a| a.answer.status == 200);
+        let last_sale_ms = sales()
             .filter_map(|a| (a.sent + a.took).checked_duration_since(opened?))
             .max()
             .map(|d| round2(d.as_secs_f64() * 1000.0));
+        let sold_early = match opened {
+            Some(opened) => sales().filter(|a| a.sent + a.took < opened).count() as u64,
+            // The opening is further back than this process's clock
+            // reaches: every sale came after it.
+            None => 0,
+        };
         Self {
             early,
             reserved: 0,
             last_sale_ms,
+            sold_early,
         }
     }
 }

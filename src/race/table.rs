@@ -66,6 +66,9 @@ fn errors(row: &Row) -> String {
         if let Some(ms) = opening.last_sale_ms {
             parts.push(format!("last sale {ms} ms after it"));
         }
+        if opening.sold_early > 0 {
+            parts.push(format!("{} SOLD BEFORE IT", opening.sold_early));
+        }
     }
     parts.join(" ")
 }

@@ -7,6 +7,7 @@
 //! declares a hazard is raced by its scenario without touching it.
 
 mod abandoned_carts;
+mod clock_skew;
 mod cluster_failover;
 mod cluster_holders;
 mod cluster_spread;
@@ -99,6 +100,12 @@ pub fn met(expect: Expect, row: &Row) -> bool {
                     && count(SERVICE_429) > 0
                     && refused == expected
             }
+            Expect::OpensOnTime => row.opening.as_ref().is_some_and(|opening| {
+                opening.sold_early == 0
+                    && opening.early > 0
+                    && row.sold == row.initial
+                    && row.oversold == 0
+            }),
         }
 }
 
@@ -317,6 +324,7 @@ async fn stage(scenario: Scenario, ctx: &mut Ctx) -> anyhow::Result<Vec<Scenario
         Scenario::LatePayment => late_payment::run(ctx).await,
         Scenario::ReaperCrash => reaper_crash::run(ctx).await,
         Scenario::AbandonedCarts => abandoned_carts::run(ctx).await,
+        Scenario::ClockSkew => clock_skew::run(ctx).await,
     }
 }
 

@@ -1,0 +1,72 @@
+//! `clock-skew`: a third instance runs with its clock 60 s ahead
+//! (`faketime -f +60s`, outside the gateway, on the lab's Redis and
+//! PostgreSQL). Judged by its own clock, it would take a product that
+//! opens in 3 s for open and sell it at once; judged by the shared clock
+//! (Redis's, `backends::clock`) it answers `not_started` like the others.
+//!
+//! Buyers arrive 20 ms apart for 6 s, half before the opening and half
+//! after, straight at the skewed instance and through the gateway; the
+//! stock is less than the buyers after the opening, so it sells out. A
+//! row meets its expectation when no sale was answered before the
+//! opening (by the driver's clock, the machine's), early buyers were
+//! told `not_started`, and every unit sold after it.
+
+use super::{Case, Ctx, ScenarioRow};
+use crate::info::{Expect, Scenario};
+use crate::lab::LabArgs;
+use crate::product::{Settings, now_ms};
+use crate::race::client::Target;
+
+/// How far ahead the third instance's clock runs.
+const AHEAD: &str = "+60s";
+/// The opening, after the reset.
+const OPENS_IN_MS: u64 = 3_000;
+/// Buyers, one every [`PACE_MS`]: 6 s of arrivals.
+const BUYERS: usize = 300;
+const PACE_MS: u64 = 20;
+/// Units: fewer than the buyers after the opening.
+const STOCK: i64 = 50;
+
+pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
+    ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
+        let wrapper = ["faketime", "-f", AHEAD];
+        let skewed = lab
+            .start_outside_instance("instance-ahead", &wrapper)
+            .await?;
+        let token = &lab.info.admin_token;
+        let targets = [
+            (
+                format!("instance clock {AHEAD}"),
+                Target::new(&skewed.url, token, 64)?,
+            ),
+            (
+                "gateway".to_owned(),
+                Target::new(&lab.info.gateway_url, token, 64)?,
+            ),
+        ];
+        let mut rows = Vec::new();
+        for (variant, target) in &targets {
+            // One lock-free strategy and one database one: the window is
+            // judged before any strategy runs.
+            for strategy in ["redis-lua", "db-atomic"] {
+                let settings = Settings {
+                    opens_at_ms: now_ms() + OPENS_IN_MS,
+                    ..Settings::default()
+                };
+                let case = Case::new(
+                    Scenario::ClockSkew,
+                    strategy,
+                    STOCK,
+                    BUYERS,
+                    Expect::OpensOnTime,
+                )
+                .variant(variant)
+                .paced(PACE_MS)
+                .settings(settings);
+                rows.push(ctx.race(target, case).await?);
+            }
+        }
+        Ok(rows)
+    })
+    .await
+}
