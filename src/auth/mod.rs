@@ -108,14 +108,15 @@ impl Identify {
         }
     }
 
-    /// The buyer of a request with `headers` and query `query`.
-    pub fn buyer(&self, headers: &HeaderMap, uri: &Uri) -> Result<String, ApiError> {
+    /// The buyer of a request with `headers` to `uri`, at `now_s` on the
+    /// shared clock (a token's `exp` and `nbf`).
+    pub fn buyer(&self, headers: &HeaderMap, uri: &Uri, now_s: u64) -> Result<String, ApiError> {
         match self {
             Self::Header => declared(headers, uri),
             Self::Token(verifier) => {
                 let token = bearer(headers)?;
                 let buyer = verifier
-                    .buyer(token)
+                    .buyer(token, now_s)
                     .map_err(|refused| ApiError::Unauthorized(refused.to_string()))?;
                 valid_buyer(buyer).map_err(|_| {
                     ApiError::Unauthorized("the token's subject is not a buyer id".into())

@@ -67,6 +67,14 @@ impl Default for SharedClock {
 }
 
 impl SharedClock {
+    /// A clock that starts `by_ms` off this machine's, as an instance
+    /// with a wrong clock would: until its first [`SharedClock::sync`].
+    pub fn off_by(by_ms: i64) -> Self {
+        let clock = Self::default();
+        clock.offset_ms.fetch_add(by_ms, Ordering::Relaxed);
+        clock
+    }
+
     /// Now on the shared clock, in ms since the Unix epoch.
     pub fn now_ms(&self) -> u64 {
         (mono_ms() + self.offset_ms.load(Ordering::Relaxed)).max(0) as u64

@@ -12,6 +12,7 @@ use redis::Script;
 
 use super::lean::{self, Conn};
 use crate::check::history::Op;
+use crate::product::now_ms;
 use crate::race::client::{Answer, Target};
 use crate::race::driver::Attempt;
 
@@ -252,12 +253,22 @@ pub async fn buys(
         )
         .into_bytes(),
     );
+    let signer = target.buyer_signer().cloned();
     let op = move |(mut conn, mut request): (Conn, Vec<u8>), seq: usize| {
         let (head, buyer) = (head.clone(), format!("{buyers}-{seq}"));
+        // With buyer tokens, each new buyer's is signed here, as a login
+        // would have handed it out: the client's CPU, not the instances'.
+        let token = signer
+            .as_ref()
+            .map(|signer| signer.token(&buyer, now_ms() / 1000, 3600));
         async move {
             request.clear();
             request.extend_from_slice(&head);
             request.extend_from_slice(buyer.as_bytes());
+            if let Some(token) = token {
+                request.extend_from_slice(b"\r\nAuthorization: Bearer ");
+                request.extend_from_slice(token.as_bytes());
+            }
             request.extend_from_slice(b"\r\n\r\n");
             let sent = Instant::now();
             // A buy is never sent twice: a connection the server closed

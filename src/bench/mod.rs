@@ -29,6 +29,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::auth::BuyerAuth;
 use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
 use crate::product::{MAX_STOCK, Settings};
@@ -70,6 +71,12 @@ pub struct BenchArgs {
     /// time the reapers took a hold, on average.
     #[arg(long, default_value_t = 0)]
     pub pay_within_ms: u64,
+    /// How the lab's instances identify buyers: with `token` every buy
+    /// carries a token signed for its new buyer (what that costs, against
+    /// `header`, is the difference between two runs' ratios); wrk's
+    /// figures are left out then (wrk cannot sign).
+    #[arg(long, value_enum, default_value_t)]
+    pub buyer_auth: BuyerAuth,
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -142,6 +149,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     eprintln!("starting a lab with {} instances…", args.instances);
     let lab = Lab::start(&LabArgs {
         durability: args.durability,
+        buyer_auth: args.buyer_auth,
         ..LabArgs::with_instances(args.instances)
     })
     .await?;
@@ -149,8 +157,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     lab.stop().await;
     let rows = result?;
     println!(
-        "persistence: {}; {} s per figure after {} s of warm-up, {} in flight",
+        "persistence: {}; buyers: {}; {} s per figure after {} s of warm-up, {} in flight",
         args.durability.as_str(),
+        args.buyer_auth.as_str(),
         args.duration_secs,
         args.warmup_secs,
         args.concurrency
@@ -190,7 +199,9 @@ async fn measure(
     let warmup = Duration::from_secs(args.warmup_secs);
     let duration = Duration::from_secs(args.duration_secs);
     let n = args.concurrency;
-    let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, n)?;
+    let key = lab.info.buyer_key()?;
+    let gateway =
+        Target::new(&lab.info.gateway_url, &lab.info.admin_token, n)?.with_buyer_key(key.as_ref());
 
     let groups = cpu::Groups::of(&lab.info.processes, &lab.info.redis_url);
     let (mut rows, bases) = baselines(&gateway, lab, &groups, (n, warmup, duration)).await?;
@@ -223,7 +234,7 @@ async fn measure(
             rows.push(figure.measure(&gateway, lab, &audit, window, bases).await?);
         }
     }
-    if wrk::installed() {
+    if wrk::installed() && args.buyer_auth == BuyerAuth::Header {
         let window = (n, warmup, duration);
         let by_wrk = wrk_figures(&gateway, &groups, &args.strategies, window, bases).await?;
         rows.extend(by_wrk);

@@ -19,7 +19,11 @@ use crate::telemetry;
 /// its bucket; or answers 400 (a malformed declared id), 401 (no valid
 /// token) or 429 (the buyer's bucket is empty) without going on.
 pub async fn identify(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
-    let buyer = match app.identify().buyer(request.headers(), request.uri()) {
+    let now_s = app.shop().backends.clock.now_ms() / 1000;
+    let buyer = match app
+        .identify()
+        .buyer(request.headers(), request.uri(), now_s)
+    {
         Ok(buyer) => buyer,
         Err(error) => return error.into_response(),
     };

@@ -245,6 +245,11 @@ impl Target {
         self
     }
 
+    /// What signs the buyers' tokens, when the instances take them.
+    pub fn buyer_signer(&self) -> Option<&Arc<Signer>> {
+        self.buyers.as_ref()
+    }
+
     /// `request` as `user`'s: `X-User-Id`, and with a key the buyer's
     /// token (valid for an hour from now).
     fn as_buyer(&self, request: reqwest::RequestBuilder, user: &str) -> reqwest::RequestBuilder {

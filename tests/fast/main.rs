@@ -9,6 +9,7 @@
 use seckill_harness as harness;
 
 mod app;
+mod clock;
 mod contract;
 mod generated;
 mod refusals;
