@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use crate::harness::{TestLab, http};
+use crate::harness::{Race, TestLab, http, race_on};
 use seckill::auth::token::{AUDIENCE, Claims, Key, Signer};
 use seckill::race::driver::drained_ledger;
 
@@ -517,5 +517,38 @@ fn assert_no_errors_logged() {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let errors: Vec<&str> = text.lines().filter(|l| l.contains("ERROR")).collect();
         assert!(errors.is_empty(), "{}: {errors:#?}", log.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_race_with_tokens_gives_the_verdicts_it_gives_with_headers() {
+    let tokens = lab();
+    let headers = crate::harness::shared();
+    // 20 ms of work in the section: the unlocked strategy oversells on
+    // every run, the others never do.
+    let settings = json!({"work_ms": 20});
+    for (offset, strategy, oversells) in [
+        (0, "naive", true),
+        (1, "redis-lua", false),
+        (2, "db-atomic", false),
+    ] {
+        let mut verdicts = Vec::new();
+        for (lab, product) in [(tokens, 2610 + offset), (headers, 2620 + offset)] {
+            let race = Race::crowd(product, strategy, settings.clone());
+            let row = race_on(&lab.audit(), &lab.gateway(), race).await;
+            let unknown_or_refused: u64 = row
+                .errors
+                .iter()
+                .filter(|(code, _)| !["sold_out", "busy"].contains(&code.as_str()))
+                .map(|(_, n)| n)
+                .sum();
+            assert_eq!(unknown_or_refused, 0, "{strategy}: {row:?}");
+            verdicts.push(row.oversold > 0);
+        }
+        assert_eq!(
+            verdicts,
+            [oversells, oversells],
+            "{strategy}: tokens, headers"
+        );
     }
 }
