@@ -30,8 +30,8 @@
 //! **Service** — one instance:
 //! - [`products`]: the product store (load on the buy path, reset
 //!   everywhere); [`ledger`]: counts orders honestly;
-//!   [`idempotency`], [`soldout`], [`edge`], [`reservation`]: the buy
-//!   path's guards; [`purchase`]: the sale as one use case (admit, the
+//!   [`idempotency`], [`soldout`], [`edge`], [`reservation`], [`auth`]:
+//!   the buy path's guards (who is buying among them); [`purchase`]: the sale as one use case (admit, the
 //!   sold-out flag, waves, idempotency, the sale's task);
 //!   [`waves`]: the stock released wave by wave;
 //!   [`placement`]: where a product's counters are; [`live`]: the live
