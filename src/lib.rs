@@ -52,6 +52,7 @@ pub mod auth;
 pub mod backends;
 pub mod backoff;
 pub mod bench;
+pub mod buy_path;
 pub mod chart;
 pub mod check;
 pub mod cli;

@@ -55,6 +55,29 @@ impl Reservations {
     }
 }
 
+impl Reservations {
+    /// `message` signed with the same key, in hex: what a buy path
+    /// carries (the buy-path module).
+    pub fn sign_bytes(&self, message: &[u8]) -> String {
+        mac(&self.key, message)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Whether `hex` is `message` signed with this key (in constant time).
+    pub fn verifies(&self, message: &[u8], hex: &str) -> bool {
+        let Some(bytes) = unhex(hex) else {
+            return false;
+        };
+        let Ok(mut check) = Hmac::<Sha256>::new_from_slice(&self.key) else {
+            return false;
+        };
+        check.update(message);
+        check.verify_slice(&bytes).is_ok()
+    }
+}
+
 /// What a token signs: a tag, the two numbers at fixed width, then the
 /// buyer, so no two different reservations read the same.
 fn message(product: i64, epoch: i64, buyer: &str) -> Vec<u8> {

@@ -22,6 +22,8 @@ pub enum ErrorCode {
     NotStarted,
     /// A pre-booked product, and no reservation.
     NotReserved,
+    /// A product with a hidden path, bought without a valid one.
+    BadPath,
     /// No such product.
     UnknownProduct,
     /// No such order (or one voided by its product's reset).
@@ -44,6 +46,8 @@ pub enum ErrorCode {
     NotHeld,
     /// No reservation can be made.
     NotReservable,
+    /// The product sells on its plain path: it hands out no other.
+    NoPath,
     /// A token bucket is empty.
     RateLimited,
     /// Nothing happened; retry.
@@ -60,12 +64,13 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order the status table lists them.
-    pub const ALL: [Self; 22] = [
+    pub const ALL: [Self; 24] = [
         Self::BadRequest,
         Self::Unauthorized,
         Self::Forbidden,
         Self::NotStarted,
         Self::NotReserved,
+        Self::BadPath,
         Self::UnknownProduct,
         Self::UnknownOrder,
         Self::NotYourOrder,
@@ -77,6 +82,7 @@ impl ErrorCode {
         Self::Expired,
         Self::NotHeld,
         Self::NotReservable,
+        Self::NoPath,
         Self::RateLimited,
         Self::Busy,
         Self::Unavailable,
@@ -93,6 +99,7 @@ impl ErrorCode {
             Self::Forbidden => "forbidden",
             Self::NotStarted => "not_started",
             Self::NotReserved => "not_reserved",
+            Self::BadPath => "bad_path",
             Self::UnknownProduct => "unknown_product",
             Self::UnknownOrder => "unknown_order",
             Self::NotYourOrder => "not_your_order",
@@ -104,6 +111,7 @@ impl ErrorCode {
             Self::SoldOut => "sold_out",
             Self::LimitReached => "limit_reached",
             Self::NotReservable => "not_reservable",
+            Self::NoPath => "no_path",
             Self::RateLimited => "rate_limited",
             Self::Busy => "busy",
             Self::Unavailable => "unavailable",
@@ -118,15 +126,18 @@ impl ErrorCode {
         match self {
             Self::BadRequest => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden | Self::NotStarted | Self::NotReserved | Self::NotYourOrder => {
-                StatusCode::FORBIDDEN
-            }
+            Self::Forbidden
+            | Self::NotStarted
+            | Self::NotReserved
+            | Self::BadPath
+            | Self::NotYourOrder => StatusCode::FORBIDDEN,
             Self::UnknownProduct | Self::UnknownOrder | Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Ended => StatusCode::GONE,
             Self::SoldOut
             | Self::LimitReached
             | Self::NotReservable
+            | Self::NoPath
             | Self::Expired
             | Self::NotHeld => StatusCode::CONFLICT,
             Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
@@ -153,6 +164,10 @@ impl ErrorCode {
             Self::NotReserved => {
                 "a pre-booked product, and no reservation of this buyer's on this reset"
             }
+            Self::BadPath => {
+                "a product with `hidden_path` bought on its plain path, or on a path that is not this \
+                 buyer's for this product and reset, has expired, or was used: nothing sold"
+            }
             Self::UnknownProduct => "no product with that id was ever reset",
             Self::UnknownOrder => {
                 "no order with that id (an order of a product reset since is void)"
@@ -170,8 +185,10 @@ impl ErrorCode {
             }
             Self::LimitReached => "the buyer holds the product's `per_user_limit`",
             Self::NotReservable => "the product takes no reservations, or its sale has opened",
+            Self::NoPath => "the product has no hidden path: it sells on `POST /stock/{id}/buy`",
             Self::RateLimited => {
-                "a token bucket is empty: `Retry-After`, `X-Limited-By: service` or `gateway`"
+                "a token bucket is empty: `Retry-After`, `X-Limited-By: gateway`, `service` (the \
+                 address's) or `buyer` (the buyer's)"
             }
             Self::Busy => {
                 "nothing was sold: lock not acquired in time, retries exhausted, a reset mid-buy, overloaded, a key still pending; retry after `Retry-After`"

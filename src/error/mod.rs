@@ -67,6 +67,12 @@ pub enum ApiError {
     /// without a valid buyer token (`buyer_auth = token`): why.
     #[error("{0}")]
     Unauthorized(String),
+    /// 403: a product with a hidden path bought without a valid one: why.
+    #[error("{0}")]
+    BadPath(&'static str),
+    /// 409: the product hands out no hidden path.
+    #[error("this product has no hidden path: it sells on POST /stock/{{id}}/buy")]
+    NoPath,
     /// 403: the bearer token is not the admin token.
     #[error("wrong admin token")]
     Forbidden,
@@ -227,6 +233,8 @@ impl ApiError {
             Self::BadRequest(_) => ErrorCode::BadRequest,
             Self::Unauthorized(_) => ErrorCode::Unauthorized,
             Self::Forbidden => ErrorCode::Forbidden,
+            Self::BadPath(_) => ErrorCode::BadPath,
+            Self::NoPath => ErrorCode::NoPath,
             Self::NotStarted { .. } => ErrorCode::NotStarted,
             Self::Ended => ErrorCode::Ended,
             Self::NotReserved => ErrorCode::NotReserved,

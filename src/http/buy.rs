@@ -47,7 +47,8 @@ use crate::purchase::{self, Bought, Purchase, Refusal};
         (status = 400, description = "`bad_request`: a malformed id, buyer or Idempotency-Key, or no buyer", body = ErrorBody),
         (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
         (status = 403, description = "`not_started`: the product's sale window opens in `seconds_left` s; \
-                                      `not_reserved`: the product sells only to buyers holding a reservation", body = ErrorBody, headers(
+                                      `not_reserved`: the product sells only to buyers holding a reservation; \
+                                      `bad_path`: the product sells only on a hidden path (`GET /stock/{id}/path`)", body = ErrorBody, headers(
             ("Retry-After" = u64, description = "seconds until the sale opens"),
         )),
         (status = 404, description = "`unknown_product`", body = ErrorBody),
@@ -72,12 +73,27 @@ pub async fn buy(
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
     let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    sell(&app, buyer, &raw_id, &headers, None, started).await
+}
+
+/// One buy of product `raw_id` by `buyer`, on its plain path or on the
+/// hidden `path`: the use case called, its answer mapped and counted in
+/// the live view.
+pub(super) async fn sell(
+    app: &AppState,
+    buyer: String,
+    raw_id: &str,
+    headers: &HeaderMap,
+    path: Option<String>,
+    started: Instant,
+) -> Result<Response, ApiError> {
     let purchase = Purchase {
-        product: parse_id(&raw_id)?,
+        product: parse_id(raw_id)?,
         buyer,
-        reservation: reservation(&headers)?.map(str::to_owned),
-        key: idempotency::parse(&headers)?,
-        request_id: request_id(&headers),
+        reservation: reservation(headers)?.map(str::to_owned),
+        key: idempotency::parse(headers)?,
+        path,
+        request_id: request_id(headers),
     };
     let id = purchase.product;
     let bought = purchase::buy(app.shop(), purchase, started).await;
@@ -110,6 +126,7 @@ impl From<Refusal> for ApiError {
             },
             Refusal::Ended => Self::Ended,
             Refusal::NotReserved => Self::NotReserved,
+            Refusal::BadPath(why) => Self::BadPath(why),
             Refusal::SoldOut => Self::SoldOut,
             Refusal::SoldOutUntil {
                 next_in,

@@ -4,6 +4,7 @@
 mod admin;
 mod buy;
 mod document;
+mod hidden;
 mod identify;
 mod live;
 mod meta;
@@ -192,6 +193,8 @@ fn routes(state: Option<&AppState>) -> OpenApiRouter<AppState> {
     };
     OpenApiRouter::with_openapi(document::base())
         .routes(routes!(buy::buy).map(guarded))
+        .routes(routes!(hidden::buy_on_path).map(guarded))
+        .routes(routes!(hidden::issue).map(guarded))
         .routes(routes!(reserve::reserve).map(guarded))
         .routes(routes!(orders::view).map(for_buyer))
         .routes(routes!(orders::pay).map(for_buyer))

@@ -186,6 +186,13 @@ pub struct Settings {
     /// with `POST /stock/{id}/reserve`; from the opening only a buyer
     /// holding a reservation may buy (403 `not_reserved` otherwise).
     pub prebooking: bool,
+    /// A buy path bots cannot hit early: the plain buy path answers 403
+    /// `bad_path`; inside the sale window an identified buyer gets a
+    /// one-time path of its own from `GET /stock/{id}/path` (bound to the
+    /// buyer, the product and this reset; valid 10 s) and buys on
+    /// `POST /stock/{id}/buy/{path}`.
+    #[serde(default)]
+    pub hidden_path: bool,
     /// Release in waves: the stock is put on sale in this many equal
     /// shares (the remainder in the first ones), wave `w` (from 1) at
     /// `opens_at_ms + (w - 1) × wave_every_ms`; 1 = all at once. A reset
@@ -252,6 +259,7 @@ impl Default for Settings {
             opens_at_ms: 0,
             closes_at_ms: 0,
             prebooking: false,
+            hidden_path: false,
             waves: 1,
             wave_every_ms: 0,
             pay_within_ms: 0,

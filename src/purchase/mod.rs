@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use crate::backends::Backends;
+use crate::backends::conn::RedisConn;
 use crate::backends::error::BackendError;
 use crate::backends::lane::LaneConn;
+use crate::buy_path::{self, Valid};
 use crate::idempotency::{self, Claim, Claimed, Keyed, Sold};
 use crate::orders::Order;
 use crate::product::{Product, Window};
@@ -56,6 +58,8 @@ pub struct Purchase {
     pub reservation: Option<String>,
     /// The Idempotency-Key, when the client sent one.
     pub key: Option<String>,
+    /// The hidden path it came on (`POST /stock/{id}/buy/{path}`), if any.
+    pub path: Option<String>,
     /// Follows the buy through the logs.
     pub request_id: String,
 }
@@ -95,6 +99,12 @@ pub async fn buy(
     let listed = shop.listing(cached, &lane, &purchase).await?;
     let mut redis = lane.conn.clone();
     let product = &listed.product;
+    if let Some(path) = shop.path_of(product, &purchase)? {
+        let key = purchase.key.as_deref();
+        if let Some(why) = lane.checked(used_once(&mut redis, product, &path, key, shop).await)? {
+            return Err(Refusal::BadPath(why));
+        }
+    }
     // A wave that came due goes on sale before the buy looks for stock.
     let store = listed.store.as_ref();
     let caught_up = waves::catch_up(
@@ -147,6 +157,7 @@ impl Shop {
             }
             Window::Ended => return Err(Refusal::Ended),
         }
+        self.path_of(product, purchase)?;
         let token = purchase.reservation.as_deref().unwrap_or_default();
         let (id, epoch) = (product.id, product.epoch);
         if product.settings.prebooking
@@ -155,6 +166,27 @@ impl Shop {
             return Err(Refusal::NotReserved);
         }
         Ok(())
+    }
+
+    /// The valid hidden path `purchase` came on, for a product that sells
+    /// only on one; `None` for a product on its plain path.
+    fn path_of(&self, product: &Product, purchase: &Purchase) -> Result<Option<Valid>, Refusal> {
+        let of = (product.id, product.epoch, purchase.buyer.as_str());
+        match (product.settings.hidden_path, purchase.path.as_deref()) {
+            (false, None) => Ok(None),
+            (false, Some(_)) => Err(Refusal::BadPath(
+                "this product has no hidden path: it sells on POST /stock/{id}/buy",
+            )),
+            (true, None) => Err(Refusal::BadPath(
+                "this product sells only on a path from GET /stock/{id}/path",
+            )),
+            (true, Some(path)) => {
+                let now = self.backends.clock.now_ms();
+                buy_path::check(&self.reservations, path, of, now)
+                    .map(Some)
+                    .map_err(Refusal::BadPath)
+            }
+        }
     }
 
     /// The product as cached, or loaded (and admitted) after a miss.
@@ -236,4 +268,35 @@ impl Shop {
             .await
             .map_err(|e| BackendError::Task(e.to_string()))?
     }
+}
+
+/// Marks `path` used; why not, for a path used before. A retry with the
+/// Idempotency-Key its first use carried goes on (to be answered that
+/// use's order, or `busy` while it runs): the marker holds the key.
+async fn used_once(
+    redis: &mut RedisConn,
+    product: &Product,
+    path: &Valid,
+    key: Option<&str>,
+    shop: &Shop,
+) -> Result<Option<&'static str>, BackendError> {
+    let marker = format!("seckill:path-used:{}:{}", product.id, path.nonce);
+    let life = path
+        .expires_at_ms
+        .saturating_sub(shop.backends.clock.now_ms())
+        + 1_000;
+    let before: Option<String> = redis::cmd("SET")
+        .arg(&marker)
+        .arg(key.unwrap_or_default())
+        .arg("NX")
+        .arg("GET")
+        .arg("PX")
+        .arg(life)
+        .query_async(redis)
+        .await?;
+    Ok(match before {
+        None => None,
+        Some(first) if key.is_some_and(|k| !k.is_empty() && k == first) => None,
+        Some(_) => Some("this path was used already: get a new one from GET /stock/{id}/path"),
+    })
 }

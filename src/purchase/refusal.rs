@@ -31,6 +31,10 @@ pub enum Refusal {
     /// reset, and this one holds none.
     #[error("no reservation")]
     NotReserved,
+    /// The product sells only on a hidden path, and this buy came on its
+    /// plain path or on a path that is not valid for it: why.
+    #[error("{0}")]
+    BadPath(&'static str),
     /// No stock left.
     #[error("sold out")]
     SoldOut,
@@ -89,7 +93,9 @@ impl Refusal {
             Self::Busy { .. } => Answer::Busy,
             Self::LimitReached => Answer::LimitReached,
             Self::OutcomeUnknown { .. } => Answer::Unknown,
-            Self::NotStarted { .. } | Self::Ended | Self::NotReserved => Answer::Refused,
+            Self::NotStarted { .. } | Self::Ended | Self::NotReserved | Self::BadPath(_) => {
+                Answer::Refused
+            }
             Self::Failed(_) => Answer::Error,
         })
     }

@@ -25,6 +25,8 @@ pub struct Target {
     /// With instances that take buyer tokens (`buyer_auth = token`): signs
     /// each buyer's token, as a login would hand it out.
     buyers: Option<Arc<Signer>>,
+    /// Whether a buy first fetches the buyer's path (`hidden_path`).
+    hidden_paths: bool,
 }
 
 /// The parts of a `GET /strategies` entry the driver needs.
@@ -235,6 +237,7 @@ impl Target {
             admin_token: admin_token.to_owned(),
             http,
             buyers: None,
+            hidden_paths: false,
         })
     }
 
@@ -242,6 +245,13 @@ impl Target {
     /// instances with `buyer_auth = token`; `None`: the header alone).
     pub fn with_buyer_key(mut self, key: Option<&Key>) -> Self {
         self.buyers = key.map(|key| Arc::new(Signer::new(key, AUDIENCE)));
+        self
+    }
+
+    /// This target, its buys made on the hidden path each buyer fetches
+    /// first (`GET /stock/{id}/path`) when `hidden`.
+    pub fn with_hidden_paths(mut self, hidden: bool) -> Self {
+        self.hidden_paths = hidden;
         self
     }
 
@@ -291,10 +301,14 @@ impl Target {
 
     /// [`Target::answer`] carrying `reservation` as `X-Reservation`.
     pub async fn answer_with(&self, id: i64, user: &str, reservation: Option<&str>) -> Answer {
-        let mut request = self.as_buyer(
-            self.http.post(format!("{}/stock/{id}/buy", self.base)),
-            user,
-        );
+        let path = match self.hidden_paths {
+            true => match self.buy_path(id, user).await {
+                Ok(path) => path,
+                Err(refused) => return refused,
+            },
+            false => format!("/stock/{id}/buy"),
+        };
+        let mut request = self.as_buyer(self.http.post(format!("{}{path}", self.base)), user);
         if let Some(token) = reservation {
             request = request.header("X-Reservation", token);
         }
@@ -313,6 +327,31 @@ impl Target {
             // The answer was cut off: nobody knows what it said.
             Err(_) => Answer::unanswered(),
         }
+    }
+
+    /// `user`'s hidden buy path on product `id`, or the answer that
+    /// refused it (`not_started` with its `opens_at_ms`, …).
+    async fn buy_path(&self, id: i64, user: &str) -> Result<String, Answer> {
+        let url = format!("{}/stock/{id}/path", self.base);
+        let Ok(response) = self.as_buyer(self.http.get(url), user).send().await else {
+            return Err(Answer::unanswered());
+        };
+        let status = response.status().as_u16();
+        let limited_by = response
+            .headers()
+            .get(crate::error::LIMITED_BY)
+            .map(|layer| layer.to_str().unwrap_or("unknown").to_owned());
+        let Ok(body) = response.bytes().await else {
+            return Err(Answer::unanswered());
+        };
+        if status != 200 {
+            return Err(Answer::of_reply(status, limited_by.as_deref(), &body));
+        }
+        let issued: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        issued["path"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| Answer::of_reply(502, None, &body))
     }
 
     /// `action` on order `order_id` as `user`: the status, and the order's

@@ -173,9 +173,12 @@ pub async fn race(target: &Target, spec: &RaceSpec, audit: &Audit) -> anyhow::Re
         true => reserve_all(target, spec, &prefix).await?,
         false => HashMap::new(),
     };
+    // On a product with a hidden path each buyer fetches its path first,
+    // as a browser would.
+    let buyers = target.clone().with_hidden_paths(spec.settings.hidden_path);
     let started = Instant::now();
     let outcomes = fire_with(
-        target,
+        &buyers,
         spec.product_id,
         &prefix,
         (spec.buyers, spec.concurrency),

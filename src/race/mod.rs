@@ -148,6 +148,11 @@ pub struct RaceArgs {
     /// With --url: the MySQL holding the orders of products stored there.
     #[arg(long, env = "SECKILL_MYSQL_URL")]
     pub mysql_url: Option<String>,
+    /// Sell on a hidden path (`hidden_path`): each buyer fetches its
+    /// one-time path (`GET /stock/{id}/path`) before it buys, as a browser
+    /// would.
+    #[arg(long, env = "SECKILL_RACE_HIDDEN_PATH")]
+    pub hidden_path: bool,
     /// How the lab's instances identify buyers; with `token` every buyer
     /// sends a token signed with the lab's key, as a login would hand out.
     #[arg(long, env = "SECKILL_BUYER_AUTH", value_enum, default_value_t)]
@@ -316,6 +321,7 @@ fn settings(args: &RaceArgs) -> Settings {
         wave_every_ms: args.wave_every_ms,
         pay_within_ms: args.pay_within_ms,
         giveback: args.giveback,
+        hidden_path: args.hidden_path,
         ..defaults
     }
 }

@@ -552,3 +552,117 @@ async fn a_race_with_tokens_gives_the_verdicts_it_gives_with_headers() {
         );
     }
 }
+
+/// `method` on `path` at the gateway as the holder of `token`: status and
+/// body.
+async fn as_holder(method: reqwest::Method, path: &str, token: &str) -> (u16, Value) {
+    let url = format!("{}{path}", lab().info.gateway_url);
+    let request = http().request(method, url).bearer_auth(token);
+    let response = request.send().await.expect("an answer");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// `GET /stock/{id}/path` as the holder of `token`.
+async fn path_of(id: i64, token: &str) -> (u16, Value) {
+    as_holder(reqwest::Method::GET, &format!("/stock/{id}/path"), token).await
+}
+
+/// `POST {path}` as the holder of `token`.
+async fn buy_on(path: &str, token: &str) -> (u16, Value) {
+    as_holder(reqwest::Method::POST, path, token).await
+}
+
+#[tokio::test]
+async fn a_hidden_path_product_sells_only_on_its_buyers_one_time_path() {
+    const ID: i64 = 2630;
+    const OTHER: i64 = 2631;
+    let hidden = json!({"stock": 10, "strategy": "redis-lua", "hidden_path": true});
+    for id in [ID, OTHER] {
+        lab().gateway().reset(id, &hidden).await.expect("reset");
+    }
+    let signer = Signer::new(&key(), AUDIENCE);
+    let token = |buyer: &str| signer.token(buyer, now_s(), 600);
+    let bad_path = |(status, body): (u16, Value), what: &str| {
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (403, Some("bad_path")),
+            "{what}: {body}"
+        );
+    };
+    // The plain path is closed.
+    bad_path(
+        buy(ID, Some(&bearer(&token("carol"))), None).await,
+        "plain path",
+    );
+    // Alice's path: hers, once.
+    let (status, issued) = path_of(ID, &token("alice")).await;
+    assert_eq!(status, 200, "{issued}");
+    let path = issued["path"].as_str().expect("a path").to_owned();
+    assert!(path.starts_with(&format!("/stock/{ID}/buy/")), "{path}");
+    bad_path(buy_on(&path, &token("bob")).await, "another buyer's path");
+    assert_eq!(buy_on(&path, &token("alice")).await.0, 200);
+    bad_path(buy_on(&path, &token("alice")).await, "a replayed path");
+    // Not on another product, not malformed, not made up.
+    let elsewhere = path.replace(&format!("/stock/{ID}/"), &format!("/stock/{OTHER}/"));
+    bad_path(
+        buy_on(&elsewhere, &token("alice")).await,
+        "another product's path",
+    );
+    bad_path(
+        buy_on(&format!("/stock/{ID}/buy/abc"), &token("dave")).await,
+        "malformed",
+    );
+    // Expired: signed as an instance would have 20 s ago.
+    let keys = seckill::reservation::Reservations::new(None, &lab().info.admin_token);
+    let epoch = lab().gateway().ledger(ID).await.expect("ledger").epoch;
+    let old = seckill::buy_path::issue(
+        &keys,
+        ID,
+        epoch,
+        "erin",
+        seckill::product::now_ms() - 20_000,
+    );
+    bad_path(
+        buy_on(&format!("/stock/{ID}/buy/{}", old.token), &token("erin")).await,
+        "expired",
+    );
+    // From before a reset.
+    let (_, issued) = path_of(OTHER, &token("frank")).await;
+    let before = issued["path"].as_str().expect("a path").to_owned();
+    lab().gateway().reset(OTHER, &hidden).await.expect("reset");
+    bad_path(
+        buy_on(&before, &token("frank")).await,
+        "a path from before a reset",
+    );
+    assert_eq!(sold(ID).await, (1, 9), "one sale, on alice's path");
+    assert_eq!(sold(OTHER).await, (0, 10));
+    // No path for a product that sells on its plain one, none before the
+    // opening.
+    product(2632, 10).await;
+    let (status, body) = path_of(2632, &token("gina")).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("no_path")),
+        "{body}"
+    );
+    let later = json!({"stock": 10, "strategy": "redis-lua", "hidden_path": true,
+                       "opens_at_ms": seckill::product::now_ms() + 600_000});
+    lab().gateway().reset(2633, &later).await.expect("reset");
+    let (status, body) = path_of(2633, &token("gina")).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("not_started")),
+        "{body}"
+    );
+    assert_no_errors_logged();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_race_on_hidden_paths_sells_exactly_the_stock() {
+    let settings = json!({"hidden_path": true, "work_ms": 1});
+    let race = Race::crowd(2640, "redis-lua", settings);
+    let row = race_on(&lab().audit(), &lab().gateway(), race).await;
+    assert_eq!((row.sold, row.oversold), (row.initial, 0), "{row:?}");
+    assert!(row.errors.keys().all(|code| code == "sold_out"), "{row:?}");
+}

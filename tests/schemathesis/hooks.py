@@ -105,6 +105,8 @@ def no_buyer_means_no_buyer(case):
     call that accepting an invalid request."""
     buyer_routes = (
         "/stock/{id}/buy",
+        "/stock/{id}/buy/{path}",
+        "/stock/{id}/path",
         "/stock/{id}/reserve",
         "/orders/{id}",
         "/orders/{id}/pay",
