@@ -635,7 +635,33 @@ async fn a_hidden_path_product_sells_only_on_its_buyers_one_time_path() {
         buy_on(&before, &token("frank")).await,
         "a path from before a reset",
     );
-    assert_eq!(sold(ID).await, (1, 9), "one sale, on alice's path");
+    // A retry after a lost answer, with the first use's Idempotency-Key,
+    // gets that order back; another key on the same path does not buy.
+    let (_, issued) = path_of(ID, &token("hana")).await;
+    let hana = issued["path"].as_str().expect("a path").to_owned();
+    let keyed = |key: &'static str| {
+        let url = format!("{}{hana}", lab().info.gateway_url);
+        let request = http()
+            .post(url)
+            .bearer_auth(token("hana"))
+            .header("Idempotency-Key", key);
+        async move { request.send().await.expect("an answer") }
+    };
+    let first = keyed("hana-1").await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let first: Value = first.json().await.expect("JSON");
+    let again = keyed("hana-1").await;
+    assert_eq!(
+        again
+            .headers()
+            .get("idempotent-replayed")
+            .map(|v| v.as_bytes()),
+        Some(&b"true"[..])
+    );
+    let again: Value = again.json().await.expect("JSON");
+    assert_eq!(again["order_id"], first["order_id"]);
+    assert_eq!(keyed("hana-2").await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(sold(ID).await, (2, 8), "alice's sale and hana's, once");
     assert_eq!(sold(OTHER).await, (0, 10));
     // No path for a product that sells on its plain one, none before the
     // opening.
