@@ -31,14 +31,60 @@ pub struct TokensArgs {
 /// Prints the lines.
 pub fn run(args: &TokensArgs) -> anyhow::Result<()> {
     let signer = Signer::new(&Key::load(&args.key_file)?, &args.audience);
-    let now_s = now_ms() / 1000;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for n in 1..=args.users {
-        let user = format!("{}{n}", args.prefix);
-        super::valid_buyer(user.clone())
-            .map_err(|_| anyhow::anyhow!("{user:?} is not a valid buyer id"))?;
-        writeln!(out, "{user},{}", signer.token(&user, now_s, args.ttl_secs))?;
+    for line in lines(args, &signer, now_ms() / 1000)? {
+        writeln!(out, "{line}")?;
     }
     out.flush()?;
     Ok(())
+}
+
+/// The `user,token` lines, signed by `signer` valid from `now_s`.
+fn lines(args: &TokensArgs, signer: &Signer, now_s: u64) -> anyhow::Result<Vec<String>> {
+    (1..=args.users)
+        .map(|n| {
+            let user = format!("{}{n}", args.prefix);
+            super::valid_buyer(user.clone())
+                .map_err(|_| anyhow::anyhow!("{user:?} is not a valid buyer id"))?;
+            Ok(format!(
+                "{user},{}",
+                signer.token(&user, now_s, args.ttl_secs)
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::token::Verifier;
+
+    #[test]
+    fn each_line_is_a_buyer_and_a_token_that_names_it() {
+        let key = Key::generate();
+        let args = TokensArgs {
+            key_file: PathBuf::new(),
+            users: 3,
+            prefix: "u-".into(),
+            ttl_secs: 60,
+            audience: AUDIENCE.into(),
+        };
+        let printed = lines(&args, &Signer::new(&key, AUDIENCE), 1_000).expect("lines");
+        assert_eq!(printed.len(), 3);
+        let verifier = Verifier::new(&key, AUDIENCE);
+        for (n, line) in printed.iter().enumerate() {
+            let (user, token) = line.split_once(',').expect("user,token");
+            assert_eq!(user, format!("u-{}", n + 1));
+            assert_eq!(verifier.buyer(token, 1_010).as_deref(), Ok(user));
+            assert!(
+                verifier.buyer(token, 1_100).is_err(),
+                "expired after its ttl"
+            );
+        }
+        let bad = TokensArgs {
+            prefix: "no spaces ".into(),
+            ..args
+        };
+        assert!(lines(&bad, &Signer::new(&key, AUDIENCE), 1_000).is_err());
+    }
 }
