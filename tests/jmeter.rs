@@ -80,22 +80,41 @@ fn run_plan(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_single_plan_races_one_strategy() {
-    let lab = TestLab::start(2);
+    single_plan_on(&TestLab::start(2), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_single_plan_races_with_buyer_tokens() {
+    let lab = TestLab::start_with(2, &["--buyer-auth", "token"], &[]);
+    let key = lab.info.buyer_key_file.clone().expect("a key");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let buyers = dir.path().join("tokens.csv");
+    let printed = Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(["tokens", "--users", "100", "--prefix", "jm-"])
+        .arg("--key-file")
+        .arg(&key)
+        .output()
+        .expect("seckill tokens");
+    assert!(printed.status.success(), "{printed:?}");
+    std::fs::write(&buyers, &printed.stdout).expect("written");
+    single_plan_on(&lab, &[format!("-Jbuyers={}", buyers.display())]).await;
+}
+
+/// The single plan on `lab` (with `extra` properties): 100 buys of 50
+/// units, every 200 one order, and its saved ledger the final one.
+async fn single_plan_on(lab: &TestLab, extra: &[String]) {
     let dir = tempfile::tempdir().expect("temp dir");
     let ledger_file = dir.path().join("ledger.json");
-    let tally = run_plan(
-        "seckill-single.jmx",
-        &lab,
-        dir.path(),
-        &[
-            "-Jstrategy=redis-lua".to_owned(),
-            "-Jproduct=9001".to_owned(),
-            "-Jstock=50".to_owned(),
-            "-Jthreads=20".to_owned(),
-            "-Jloops=5".to_owned(),
-            format!("-Jreport={}", ledger_file.display()),
-        ],
-    );
+    let mut props = vec![
+        "-Jstrategy=redis-lua".to_owned(),
+        "-Jproduct=9001".to_owned(),
+        "-Jstock=50".to_owned(),
+        "-Jthreads=20".to_owned(),
+        "-Jloops=5".to_owned(),
+        format!("-Jreport={}", ledger_file.display()),
+    ];
+    props.extend_from_slice(extra);
+    let tally = run_plan("seckill-single.jmx", lab, dir.path(), &props);
     let ledger = lab.gateway().ledger(9001).await.expect("ledger");
     assert_eq!(tally["buy redis-lua"], (100, 50), "{tally:?}");
     assert_eq!((ledger.sold, ledger.oversold), (50, 0));

@@ -1,6 +1,8 @@
 //! `seckill tokens`: signed buyer tokens for load drivers, one `user,token`
-//! line per buyer — the CSV JMeter's plans read, and what a login would
-//! hand each buyer in a real sale.
+//! line per buyer — the CSV JMeter's plans read (`-Jbuyers=FILE`), and what
+//! a login would hand each buyer in a real sale. Without a key, the lines
+//! carry no token (`user,`): the plans' buyers for instances that take
+//! `X-User-Id` (`jmeter/buyers.csv` is that list).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,9 +13,10 @@ use crate::product::now_ms;
 /// `seckill tokens`' flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TokensArgs {
-    /// The buyer-token key (`buyer_key_file` of `seckill lab --json`).
+    /// The buyer-token key (`buyer_key_file` of `seckill lab --json`);
+    /// without one, the lines carry no token (`buyer_auth = header`).
     #[arg(long)]
-    pub key_file: PathBuf,
+    pub key_file: Option<PathBuf>,
     /// How many buyers.
     #[arg(long, default_value_t = 1000)]
     pub users: u64,
@@ -30,26 +33,42 @@ pub struct TokensArgs {
 
 /// Prints the lines.
 pub fn run(args: &TokensArgs) -> anyhow::Result<()> {
-    let signer = Signer::new(&Key::load(&args.key_file)?, &args.audience);
+    let signer = match &args.key_file {
+        Some(path) => Some(Signer::new(&Key::load(path)?, &args.audience)),
+        None => None,
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for line in lines(args, &signer, now_ms() / 1000)? {
+    for line in lines(args, signer.as_ref(), now_ms() / 1000)? {
         writeln!(out, "{line}")?;
     }
     out.flush()?;
     Ok(())
 }
 
-/// The `user,token` lines, signed by `signer` valid from `now_s`.
-fn lines(args: &TokensArgs, signer: &Signer, now_s: u64) -> anyhow::Result<Vec<String>> {
+/// `jmeter/buyers.csv`, the plans' buyers for instances that take
+/// `X-User-Id`: `seckill tokens --users 2000 --prefix jm-`, no key.
+pub fn plan_buyers() -> String {
+    let args = TokensArgs {
+        key_file: None,
+        users: 2000,
+        prefix: "jm-".into(),
+        ttl_secs: 0,
+        audience: AUDIENCE.into(),
+    };
+    let lines = lines(&args, None, 0).expect("jm-N are buyer ids");
+    lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
+/// The `user,token` lines, signed by `signer` valid from `now_s` (no
+/// token without one).
+fn lines(args: &TokensArgs, signer: Option<&Signer>, now_s: u64) -> anyhow::Result<Vec<String>> {
     (1..=args.users)
         .map(|n| {
             let user = format!("{}{n}", args.prefix);
             super::valid_buyer(user.clone())
                 .map_err(|_| anyhow::anyhow!("{user:?} is not a valid buyer id"))?;
-            Ok(format!(
-                "{user},{}",
-                signer.token(&user, now_s, args.ttl_secs)
-            ))
+            let token = signer.map(|s| s.token(&user, now_s, args.ttl_secs));
+            Ok(format!("{user},{}", token.unwrap_or_default()))
         })
         .collect()
 }
@@ -63,13 +82,14 @@ mod tests {
     fn each_line_is_a_buyer_and_a_token_that_names_it() {
         let key = Key::generate();
         let args = TokensArgs {
-            key_file: PathBuf::new(),
+            key_file: None,
             users: 3,
             prefix: "u-".into(),
             ttl_secs: 60,
             audience: AUDIENCE.into(),
         };
-        let printed = lines(&args, &Signer::new(&key, AUDIENCE), 1_000).expect("lines");
+        let signer = Signer::new(&key, AUDIENCE);
+        let printed = lines(&args, Some(&signer), 1_000).expect("lines");
         assert_eq!(printed.len(), 3);
         let verifier = Verifier::new(&key, AUDIENCE);
         for (n, line) in printed.iter().enumerate() {
@@ -81,10 +101,12 @@ mod tests {
                 "expired after its ttl"
             );
         }
+        let unsigned = lines(&args, None, 1_000).expect("lines");
+        assert_eq!(unsigned, ["u-1,", "u-2,", "u-3,"]);
         let bad = TokensArgs {
             prefix: "no spaces ".into(),
             ..args
         };
-        assert!(lines(&bad, &Signer::new(&key, AUDIENCE), 1_000).is_err());
+        assert!(lines(&bad, Some(&signer), 1_000).is_err());
     }
 }

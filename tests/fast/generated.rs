@@ -35,6 +35,15 @@ fn generated_part(path: &str, name: &str) -> String {
 }
 
 #[test]
+fn the_jmeter_buyers_are_what_seckill_tokens_prints() {
+    assert_eq!(
+        read("jmeter/buyers.csv"),
+        seckill::auth::tokens::plan_buyers(),
+        "regenerate it: cargo run -q -- tokens --users 2000 --prefix jm- > jmeter/buyers.csv"
+    );
+}
+
+#[test]
 fn the_readmes_strategy_table_is_the_catalogues() {
     assert_eq!(
         generated_part("README.md", "strategies"),
