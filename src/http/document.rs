@@ -242,6 +242,8 @@ mod tests {
     fn every_route_of_the_contract_is_described() {
         let expected: BTreeSet<String> = [
             "POST /stock/{id}/buy",
+            "GET /stock/{id}/path",
+            "POST /stock/{id}/buy/{path}",
             "POST /stock/{id}/reserve",
             "GET /orders/{id}",
             "POST /orders/{id}/pay",

@@ -159,7 +159,13 @@ fn cases() -> Vec<Case> {
             ..case(Method::POST, &format!("/stock/{P}/buy?user=%2A"), &[400])
         },
         case(Method::GET, "/nope", &[404]),
-        case(Method::POST, &format!("/stock/{P}/buy/more?user=u"), &[404]),
+        // A made-up hidden path, on a product that sells on its plain one.
+        case(Method::POST, &format!("/stock/{P}/buy/more?user=u"), &[403]),
+        case(
+            Method::POST,
+            &format!("/stock/{P}/buy/more/again?user=u"),
+            &[404],
+        ),
     ]
 }
 
