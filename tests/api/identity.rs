@@ -24,6 +24,8 @@ const RATE: u64 = 2;
 
 /// A lab whose instance takes tokens only, with a tight bucket per buyer
 /// (one instance, so that the bucket a buyer meets is always the same).
+/// The tests run side by side on it: each names buyers of its own, or
+/// they would share buckets.
 fn lab() -> &'static TestLab {
     static LAB: OnceLock<TestLab> = OnceLock::new();
     LAB.get_or_init(|| {
@@ -592,25 +594,28 @@ async fn a_hidden_path_product_sells_only_on_its_buyers_one_time_path() {
     };
     // The plain path is closed.
     bad_path(
-        buy(ID, Some(&bearer(&token("carol"))), None).await,
+        buy(ID, Some(&bearer(&token("path-carol"))), None).await,
         "plain path",
     );
     // Alice's path: hers, once.
-    let (status, issued) = path_of(ID, &token("alice")).await;
+    let (status, issued) = path_of(ID, &token("path-alice")).await;
     assert_eq!(status, 200, "{issued}");
     let path = issued["path"].as_str().expect("a path").to_owned();
     assert!(path.starts_with(&format!("/stock/{ID}/buy/")), "{path}");
-    bad_path(buy_on(&path, &token("bob")).await, "another buyer's path");
-    assert_eq!(buy_on(&path, &token("alice")).await.0, 200);
-    bad_path(buy_on(&path, &token("alice")).await, "a replayed path");
+    bad_path(
+        buy_on(&path, &token("path-bob")).await,
+        "another buyer's path",
+    );
+    assert_eq!(buy_on(&path, &token("path-alice")).await.0, 200);
+    bad_path(buy_on(&path, &token("path-alice")).await, "a replayed path");
     // Not on another product, not malformed, not made up.
     let elsewhere = path.replace(&format!("/stock/{ID}/"), &format!("/stock/{OTHER}/"));
     bad_path(
-        buy_on(&elsewhere, &token("alice")).await,
+        buy_on(&elsewhere, &token("path-alice")).await,
         "another product's path",
     );
     bad_path(
-        buy_on(&format!("/stock/{ID}/buy/abc"), &token("dave")).await,
+        buy_on(&format!("/stock/{ID}/buy/abc"), &token("path-dave")).await,
         "malformed",
     );
     // Expired: signed as an instance would have 20 s ago.
@@ -620,37 +625,41 @@ async fn a_hidden_path_product_sells_only_on_its_buyers_one_time_path() {
         &keys,
         ID,
         epoch,
-        "erin",
+        "path-erin",
         seckill::product::now_ms() - 20_000,
     );
     bad_path(
-        buy_on(&format!("/stock/{ID}/buy/{}", old.token), &token("erin")).await,
+        buy_on(
+            &format!("/stock/{ID}/buy/{}", old.token),
+            &token("path-erin"),
+        )
+        .await,
         "expired",
     );
     // From before a reset.
-    let (_, issued) = path_of(OTHER, &token("frank")).await;
+    let (_, issued) = path_of(OTHER, &token("path-frank")).await;
     let before = issued["path"].as_str().expect("a path").to_owned();
     lab().gateway().reset(OTHER, &hidden).await.expect("reset");
     bad_path(
-        buy_on(&before, &token("frank")).await,
+        buy_on(&before, &token("path-frank")).await,
         "a path from before a reset",
     );
     // A retry after a lost answer, with the first use's Idempotency-Key,
     // gets that order back; another key on the same path does not buy.
-    let (_, issued) = path_of(ID, &token("hana")).await;
+    let (_, issued) = path_of(ID, &token("path-hana")).await;
     let hana = issued["path"].as_str().expect("a path").to_owned();
     let keyed = |key: &'static str| {
         let url = format!("{}{hana}", lab().info.gateway_url);
         let request = http()
             .post(url)
-            .bearer_auth(token("hana"))
+            .bearer_auth(token("path-hana"))
             .header("Idempotency-Key", key);
         async move { request.send().await.expect("an answer") }
     };
-    let first = keyed("hana-1").await;
+    let first = keyed("path-hana-1").await;
     assert_eq!(first.status(), StatusCode::OK);
     let first: Value = first.json().await.expect("JSON");
-    let again = keyed("hana-1").await;
+    let again = keyed("path-hana-1").await;
     assert_eq!(
         again
             .headers()
@@ -660,13 +669,13 @@ async fn a_hidden_path_product_sells_only_on_its_buyers_one_time_path() {
     );
     let again: Value = again.json().await.expect("JSON");
     assert_eq!(again["order_id"], first["order_id"]);
-    assert_eq!(keyed("hana-2").await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(keyed("path-hana-2").await.status(), StatusCode::FORBIDDEN);
     assert_eq!(sold(ID).await, (2, 8), "alice's sale and hana's, once");
     assert_eq!(sold(OTHER).await, (0, 10));
     // No path for a product that sells on its plain one, none before the
     // opening.
     product(2632, 10).await;
-    let (status, body) = path_of(2632, &token("gina")).await;
+    let (status, body) = path_of(2632, &token("path-gina")).await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (409, Some("no_path")),
@@ -675,7 +684,7 @@ async fn a_hidden_path_product_sells_only_on_its_buyers_one_time_path() {
     let later = json!({"stock": 10, "strategy": "redis-lua", "hidden_path": true,
                        "opens_at_ms": seckill::product::now_ms() + 600_000});
     lab().gateway().reset(2633, &later).await.expect("reset");
-    let (status, body) = path_of(2633, &token("gina")).await;
+    let (status, body) = path_of(2633, &token("path-gina")).await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (403, Some("not_started")),
