@@ -35,29 +35,17 @@ impl Reservations {
 
     /// The token for `buyer` on `product` as reset at `epoch`.
     pub fn sign(&self, product: i64, epoch: i64, buyer: &str) -> String {
-        mac(&self.key, &message(product, epoch, buyer))
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        self.sign_bytes(&message(product, epoch, buyer))
     }
 
     /// Whether `token` is `buyer`'s reservation of `product` at `epoch`
     /// (compared in constant time).
     pub fn holds(&self, token: &str, product: i64, epoch: i64, buyer: &str) -> bool {
-        let Some(bytes) = unhex(token) else {
-            return false;
-        };
-        let Ok(mut check) = Hmac::<Sha256>::new_from_slice(&self.key) else {
-            return false;
-        };
-        check.update(&message(product, epoch, buyer));
-        check.verify_slice(&bytes).is_ok()
+        self.verifies(&message(product, epoch, buyer), token)
     }
-}
 
-impl Reservations {
-    /// `message` signed with the same key, in hex: what a buy path
-    /// carries (the buy-path module).
+    /// `message` signed with this key, in hex: a reservation, or what a
+    /// buy path carries (the buy-path module).
     pub fn sign_bytes(&self, message: &[u8]) -> String {
         mac(&self.key, message)
             .iter()
