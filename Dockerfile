@@ -1,7 +1,10 @@
-# syntax=docker/dockerfile:1
 # Multi-stage build: a cached dependency layer, then the crate, then a slim
 # non-root runtime with only the binary (migrations and the nginx template
 # are compiled into it).
+#
+# No `# syntax=` line: it would make BuildKit fetch a frontend image, which
+# fails where no registry is reachable; the daemon's built-in frontend
+# reads this file.
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
@@ -9,10 +12,16 @@ WORKDIR /src
 # etcd's gRPC definitions.
 RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev \
     && rm -rf /var/lib/apt/lists/*
-# Dependencies first: this layer is rebuilt only when Cargo.toml/Cargo.lock
-# change, not on every source edit.
+# Dependencies first: this layer is rebuilt only when a manifest or the
+# lock file changes, not on every source edit. The workspace names the
+# test harness as a member, so cargo must find its manifest; its source
+# is never built here (`cargo build` in the root builds the root package
+# only), so an empty lib.rs stands for it and harness edits do not
+# invalidate the layer.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+COPY harness/Cargo.toml harness/
+RUN mkdir src harness/src && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs harness/src/lib.rs \
     && cargo build --release --locked \
     && rm -rf src
 COPY src ./src

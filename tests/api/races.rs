@@ -13,22 +13,7 @@ use crate::harness::{Race, race_on, shared};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn naive_oversells_across_two_instances() {
     let lab = shared();
-    // 100 ms of work between GET and SET: every buyer that arrives in that
-    // window reads the same stock.
-    let row = race_on(
-        &lab.audit(),
-        &lab.gateway(),
-        Race {
-            product: 101,
-            strategy: "naive",
-            stock: 10,
-            buyers: 100,
-            concurrency: 100,
-            pace: None,
-            settings: json!({"work_ms": 100}),
-        },
-    )
-    .await;
+    let row = race_on(&lab.audit(), &lab.gateway(), Race::stampede(101)).await;
     assert!(row.oversold > 0, "naive must oversell: {row:?}");
     assert!(row.lost_updates > 0, "naive loses decrements: {row:?}");
 }
