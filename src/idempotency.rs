@@ -195,7 +195,7 @@ pub async fn claim(
 ) -> Result<Claimed, BackendError> {
     let product = keyed.product;
     let redis_key = keys::idempotency(product.id, product.epoch, keyed.buyer, keyed.key);
-    let pending = pending_value(order_id);
+    let pending = pending_value(order_id, keyed.backends.clock.now_ms());
     let settings = &product.settings;
     let patience = Duration::from_millis(settings.acquire_timeout_ms + settings.work_ms + 1_000);
     let deadline = Instant::now() + patience;
@@ -213,10 +213,7 @@ pub async fn claim(
                 ttl,
             }));
         }
-        if let Some(answer) = found.strip_prefix("done:") {
-            let sold = serde_json::from_str(answer).map_err(|e| {
-                BackendError::Corrupt(format!("idempotency answer {redis_key}: {e}"))
-            })?;
+        if let Some(sold) = done(&redis_key, &found)? {
             return Ok(Claimed::Replay(sold));
         }
         if Instant::now() >= deadline {
@@ -226,12 +223,62 @@ pub async fn claim(
     }
 }
 
-/// `pending:<order id>:<ms since the epoch>`.
-fn pending_value(order_id: Uuid) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("pending:{order_id}:{}", now.as_millis())
+/// What an earlier request with the key left, read without claiming it:
+/// its answer, or — while its claim is pending — its order if that sold,
+/// else `InProgress`; `None` when no request holds the key. For a request
+/// refused before it would claim (the window closed, its hidden path
+/// expired, the product sold out): a retry is answered its order whenever
+/// one exists, and is never a second sale.
+pub async fn answer(
+    conn: &mut RedisConn,
+    keyed: &Keyed<'_>,
+) -> Result<Option<Claimed>, BackendError> {
+    let product = keyed.product;
+    let redis_key = keys::idempotency(product.id, product.epoch, keyed.buyer, keyed.key);
+    let found: Option<String> = redis::cmd("GET").arg(&redis_key).query_async(conn).await?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    if let Some(sold) = done(&redis_key, &found)? {
+        return Ok(Some(Claimed::Replay(sold)));
+    }
+    let Some((order_id, _)) = pending_claim(&found) else {
+        return Ok(Some(Claimed::InProgress));
+    };
+    let order = keyed
+        .store
+        .find_order(keyed.backends, conn, product, order_id)
+        .await?;
+    Ok(Some(match order {
+        Some(order) => Claimed::Replay(Sold::of(product, order, None)),
+        None => Claimed::InProgress,
+    }))
+}
+
+/// The answer `found` at `redis_key` keeps, if its sale is done.
+fn done(redis_key: &str, found: &str) -> Result<Option<Sold>, BackendError> {
+    let Some(answer) = found.strip_prefix("done:") else {
+        return Ok(None);
+    };
+    serde_json::from_str(answer)
+        .map(Some)
+        .map_err(|e| BackendError::Corrupt(format!("idempotency answer {redis_key}: {e}")))
+}
+
+/// `pending:<order id>:<ms>`, the claim's order id and when it was made,
+/// on the shared clock (`Backends::clock`): every instance judges a
+/// claim's age by the same clock, so an instance whose own clock runs
+/// ahead cannot take over a claim whose seller is merely slow.
+fn pending_value(order_id: Uuid, now_ms: u64) -> String {
+    format!("pending:{order_id}:{now_ms}")
+}
+
+/// The order id and time of a pending claim's value.
+fn pending_claim(found: &str) -> Option<(Uuid, u64)> {
+    let mut parts = found.strip_prefix("pending:")?.split(':');
+    let order_id = parts.next()?.parse().ok()?;
+    let since_ms = parts.next()?.parse().ok()?;
+    Some((order_id, since_ms))
 }
 
 /// A claim that stayed pending past the wait: its sale's outcome is
@@ -246,11 +293,7 @@ async fn settle(
     pending: &str,
     ttl: Duration,
 ) -> Result<Claimed, BackendError> {
-    let mut parts = found.trim_start_matches("pending:").split(':');
-    let (Some(Ok(order_id)), Some(Ok(since_ms))) = (
-        parts.next().map(str::parse::<Uuid>),
-        parts.next().map(str::parse::<u128>),
-    ) else {
+    let Some((order_id, since_ms)) = pending_claim(found) else {
         return Ok(Claimed::InProgress);
     };
     let found_order = keyed
@@ -260,11 +303,8 @@ async fn settle(
     if let Some(order) = found_order {
         return Ok(Claimed::Replay(Sold::of(keyed.product, order, None)));
     }
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis();
-    if now_ms.saturating_sub(since_ms) < SETTLE.as_millis() {
+    let now_ms = keyed.backends.clock.now_ms();
+    if now_ms.saturating_sub(since_ms) < SETTLE.as_millis() as u64 {
         return Ok(Claimed::InProgress);
     }
     let taken: i64 = TAKE_OVER

@@ -237,3 +237,48 @@ pub fn audit_of(postgres_url: &str, mysql_url: Option<&str>) -> Audit {
         .collect();
     Audit::connect_lazy(postgres_url, mysql_url, None, safe).expect("audit")
 }
+
+/// An instance outside the lab's gateway (reached at its own URL), on the
+/// lab's backends, with `env` on top of the lab's instance environment
+/// (e.g. [`seckill::lab::clock_off`]); killed when dropped.
+pub struct Outside {
+    /// Its base URL.
+    pub url: String,
+    child: Child,
+}
+
+impl Outside {
+    /// Starts it as instance `name` of `lab` and waits until it is ready.
+    pub async fn start(lab: &TestLab, name: &str, env: &[(String, String)]) -> Self {
+        let port = seckill::lab::free_port().expect("a free port");
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let child = Command::new(seckill_binary())
+            .arg("serve")
+            .envs(seckill::lab::instance_env(&lab.info, name, addr))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawning seckill serve");
+        let outside = Self {
+            url: format!("http://{addr}"),
+            child,
+        };
+        for _ in 0..200 {
+            let ready = http().get(format!("{}/readyz", outside.url)).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                return outside;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{name} was not ready within 10 s");
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

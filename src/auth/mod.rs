@@ -162,8 +162,9 @@ fn declared(headers: &HeaderMap, uri: &Uri) -> Result<String, ApiError> {
     }
 }
 
-/// The token of `Authorization: Bearer <token>`.
-fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+/// The token of `Authorization: Bearer <token>`: the buyer's, and the
+/// admin's (one parser, so both take the scheme in any case).
+pub fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
     let value = headers.get(AUTHORIZATION).ok_or_else(|| {
         ApiError::Unauthorized("a buyer token is required: Authorization: Bearer <token>".into())
     })?;

@@ -57,8 +57,9 @@ impl Key {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the buyer key {}", path.display()))?;
         let text = text.trim();
+        // Hex is ASCII: anything else would split a character below.
         anyhow::ensure!(
-            text.len() >= 32 && text.len() % 2 == 0,
+            text.is_ascii() && text.len() >= 32 && text.len() % 2 == 0,
             "{}: a buyer key is at least 16 bytes in hex",
             path.display()
         );
@@ -186,5 +187,26 @@ impl Verifier {
             return Err(Refused::NotYet);
         }
         Ok(claims.sub)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Key;
+
+    /// A key file of other than hex is refused with its path, whatever
+    /// its bytes: a character cut in two by the hex pairs once panicked.
+    #[test]
+    fn a_key_file_that_is_not_hex_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("buyer.key");
+        for text in [format!("a{}a", "é".repeat(15)), "zz".repeat(16)] {
+            assert_eq!(text.len(), 32);
+            std::fs::write(&path, &text).expect("write");
+            let Err(error) = Key::load(&path) else {
+                panic!("{text:?} is not a key");
+            };
+            assert!(error.to_string().contains("buyer.key"), "{error}");
+        }
     }
 }

@@ -236,6 +236,7 @@ pub async fn postgres(
 pub async fn buys(
     target: &Target,
     product: i64,
+    keyed: bool,
     n: usize,
     warmup: Duration,
     duration: Duration,
@@ -265,6 +266,11 @@ pub async fn buys(
             request.clear();
             request.extend_from_slice(&head);
             request.extend_from_slice(buyer.as_bytes());
+            if keyed {
+                // One key per buy, as a careful client sends.
+                request.extend_from_slice(b"\r\nIdempotency-Key: ");
+                request.extend_from_slice(buyer.as_bytes());
+            }
             if let Some(token) = token {
                 request.extend_from_slice(b"\r\nAuthorization: Bearer ");
                 request.extend_from_slice(token.as_bytes());

@@ -8,7 +8,9 @@
 //! ratios within one run much less.
 //!
 //! A fourth figure is the answer after a sale is over: buys of a product
-//! with no stock, `sold_out` from each instance's memory.
+//! with no stock, `sold_out` from each instance's memory; a fifth the
+//! same with an Idempotency-Key on every buy (one lookup of the key, in
+//! case it already has an order, then the flag's answer).
 //!
 //! Every strategy runs twice, with `per_user_limit` 0 and 1, each request
 //! from a new buyer, for a fixed duration after a warm-up; its history is
@@ -286,8 +288,9 @@ async fn wrk_figures(
     Ok(rows)
 }
 
-/// The four figures every strategy is measured against (the HTTP path,
-/// Redis and PostgreSQL alone, sold-out answers), and the first three's
+/// The figures every strategy is measured against (the HTTP path, Redis
+/// and PostgreSQL alone, sold-out answers without and with an
+/// Idempotency-Key), and the first three's
 /// rates, the bases of every ratio.
 async fn baselines(
     gateway: &Target,
@@ -321,11 +324,17 @@ async fn baselines(
     pool.close().await;
 
     eprintln!("bench: sold-out answers");
-    let sold_out = 990_999;
-    reset(gateway, sold_out, "redis-lua", 0, Settings::default()).await?;
-    let buys = load::buys(gateway, sold_out, n, warmup, duration);
+    let sold_out_id = 990_999;
+    reset(gateway, sold_out_id, "redis-lua", 0, Settings::default()).await?;
+    let buys = load::buys(gateway, sold_out_id, false, n, warmup, duration);
     let (sold_out, sold_out_cpu) = cpu::around(groups, window, buys).await;
     let (sold_out, _, _) = sold_out?;
+    // The same with an Idempotency-Key on every request: one lookup of
+    // the key, then the flag's answer.
+    eprintln!("bench: sold-out answers, keyed");
+    let buys = load::buys(gateway, sold_out_id, true, n, warmup, duration);
+    let (keyed, keyed_cpu) = cpu::around(groups, window, buys).await;
+    let (keyed, _, _) = keyed?;
 
     let bases = [http.rate(), redis.rate(), postgres.rate()];
     let rows: Vec<BenchRow> = [
@@ -333,6 +342,7 @@ async fn baselines(
         ("redis", &redis, redis_cpu),
         ("postgres", &postgres, postgres_cpu),
         ("sold-out", &sold_out, sold_out_cpu),
+        ("sold-out keyed", &keyed, keyed_cpu),
     ]
     .into_iter()
     .map(|(name, sample, cpu)| BenchRow {
@@ -388,7 +398,7 @@ impl Figure<'_> {
         ];
         let (http, instances) = (&gateway.http, &lab.info.instances);
         let before = groups::totals(http, instances, &series).await?;
-        let buys = load::buys(gateway, self.product, n, warmup, duration);
+        let buys = load::buys(gateway, self.product, false, n, warmup, duration);
         let (measured, cpu) = cpu::around(self.groups, (warmup, duration), buys).await;
         let (sample, attempts, began) = measured?;
         let after = groups::totals(http, instances, &series).await?;

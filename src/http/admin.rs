@@ -4,12 +4,13 @@
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, header};
+use axum::http::HeaderMap;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use utoipa::IntoParams;
 
 use super::AppState;
+use super::detach::to_the_end;
 use crate::error::{ApiError, ErrorBody};
 use crate::life::{self, reconcile::Drift};
 use crate::product::{Product, ResetRequest, parse_id};
@@ -44,24 +45,31 @@ pub async fn reset(
     let id = parse_id(&raw_id)?;
     let Json(request) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     products::validate(&request, app.catalogue())?;
-    let product = products::reset(app.backends(), app.catalogue(), id, &request).await?;
-    // Every instance forgets the product's sold-out flag and its copy of
-    // the product before the reset answers, so nobody refuses the new
-    // stock or sells at the old reset.
+    let product = to_the_end(async move { reset_everywhere(&app, id, &request).await }).await?;
+    Ok(Json(product))
+}
+
+/// The reset, then every instance told: each forgets the product's
+/// sold-out flag and its copy of the product before the reset answers, so
+/// nobody refuses the new stock or sells at the old reset.
+async fn reset_everywhere(
+    app: &AppState,
+    id: i64,
+    request: &ResetRequest,
+) -> Result<Product, ApiError> {
+    let product = products::reset(app.backends(), app.catalogue(), id, request).await?;
     app.shop().memory.forget(id);
     soldout::broadcast_reset(&mut *app.redis().await?, id).await?;
     tracing::info!(product = id, strategy = %product.strategy, stock = product.initial, epoch = product.epoch, "product reset");
-    Ok(Json(product))
+    Ok(product)
 }
 
 /// 401 without a bearer token, 403 with a wrong one. The comparison runs in
 /// constant time so the token cannot be guessed byte by byte from timings.
 fn authorize(headers: &HeaderMap, expected: &str) -> Result<(), ApiError> {
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| ApiError::Unauthorized("missing admin token".into()))?;
+    let presented = crate::auth::bearer(headers).map_err(|_| {
+        ApiError::Unauthorized("missing admin token: Authorization: Bearer <token>".into())
+    })?;
     if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
         Ok(())
     } else {
@@ -111,7 +119,8 @@ pub async fn reconcile(
         Some(id) => vec![parse_id(&id.to_string())?],
         None => Vec::new(),
     };
-    let drifts = life::reconcile::run(app.shop(), &ids, query.repair).await?;
+    let (shop, repair) = (app.shop().clone(), query.repair);
+    let drifts = to_the_end(async move { life::reconcile::run(&shop, &ids, repair).await }).await?;
     if query.repair {
         tracing::info!(products = drifts.len(), "reconciled with repair");
     }

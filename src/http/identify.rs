@@ -2,7 +2,7 @@
 //! before the per-buyer bucket, which keys on it): [`crate::auth`] says
 //! how.
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -34,7 +34,7 @@ pub async fn identify(State(app): State<AppState>, mut request: Request, next: N
         // Counted for a product this instance knows, as every answer of
         // the live view is: made-up ids cannot grow it.
         let memory = &app.shop().memory;
-        if let Some(product) = bought(request.uri().path())
+        if let Some(product) = bought(&request)
             && memory.products.get(product).is_ok()
         {
             let now_s = now_ms() / 1000;
@@ -52,8 +52,14 @@ pub async fn identify(State(app): State<AppState>, mut request: Request, next: N
     next.run(request).await
 }
 
-/// The product of a buy's path (`/stock/{id}/buy`), for the live view.
-fn bought(path: &str) -> Option<i64> {
-    let id = path.strip_prefix("/stock/")?.strip_suffix("/buy")?;
+/// The product a buy is for, by the route the router matched (the plain
+/// buy, `/stock/{id}/buy`, and a hidden path's, `/stock/{id}/buy/{path}`),
+/// for the live view.
+fn bought(request: &Request) -> Option<i64> {
+    let route = request.extensions().get::<MatchedPath>()?.as_str();
+    if !route.starts_with("/stock/{id}/buy") {
+        return None;
+    }
+    let id = request.uri().path().split('/').nth(2)?;
     id.parse().ok().filter(|id| *id > 0)
 }

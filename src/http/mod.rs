@@ -3,6 +3,7 @@
 
 mod admin;
 mod buy;
+mod detach;
 mod document;
 mod hidden;
 mod identify;

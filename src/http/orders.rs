@@ -1,6 +1,7 @@
 //! `GET /orders/{id}`, `POST /orders/{id}/pay`, `POST /orders/{id}/cancel`:
 //! an order's life after the sale, for its buyer only. Each parses, calls
-//! the use case ([`crate::life`]) and maps its refusal.
+//! the use case ([`crate::life`]) and maps its refusal; a payment or a
+//! cancel, once begun, runs to its end if the buyer hangs up.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use axum::extract::{Extension, Path, State};
 use uuid::Uuid;
 
 use super::AppState;
+use super::detach::to_the_end;
 use crate::auth::{Buyer, UserQuery};
 use crate::error::{ApiError, ErrorBody};
 use crate::life::{self, OrderView, Refused};
@@ -120,7 +122,9 @@ pub async fn pay(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<OrderView>, ApiError> {
     let id = parse(path)?;
-    Ok(Json(life::pay(app.shop(), id, &buyer).await?))
+    let shop = app.shop().clone();
+    let paid = to_the_end(async move { life::pay(&shop, id, &buyer).await }).await?;
+    Ok(Json(paid))
 }
 
 /// Gives a hold up: its unit goes back on sale. Cancelling again answers
@@ -158,5 +162,7 @@ pub async fn cancel(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<OrderView>, ApiError> {
     let id = parse(path)?;
-    Ok(Json(life::cancel(app.shop(), id, &buyer).await?))
+    let shop = app.shop().clone();
+    let cancelled = to_the_end(async move { life::cancel(&shop, id, &buyer).await }).await?;
+    Ok(Json(cancelled))
 }

@@ -172,7 +172,7 @@ impl Scenario {
                 "a job that gives overdue holds back without a state check oversells when a payment lands between its steps; a compare-and-set state machine does not"
             }
             Self::ReaperCrash => {
-                "a reaper that dies between its steps sells a unit twice (naive), strands it (state machine) or leaves it for the next reaper (delay queue)"
+                "a reaper that dies between its steps sells a unit twice (naive) or leaves it for the next reaper (state machine, delay queue)"
             }
             Self::AbandonedCarts => {
                 "when most buyers never pay, the stock cycles back and sells again until every unit is paid, never oversold"

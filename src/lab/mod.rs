@@ -173,6 +173,23 @@ pub fn instance_env(info: &LabInfo, name: &str, listen: SocketAddr) -> Vec<(&'st
     env
 }
 
+/// The environment that runs a process with its clock `offset` off
+/// (libfaketime's syntax, e.g. `+60s`): libfaketime's library for
+/// multi-threaded programs preloaded, as Debian's package `faketime`
+/// installs it under `/usr/lib/<triplet>/faketime/`. The process itself
+/// runs (no wrapper between it and whoever stops it).
+pub fn clock_off(offset: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let library = std::fs::read_dir("/usr/lib")?
+        .filter_map(Result::ok)
+        .map(|dir| dir.path().join("faketime/libfaketimeMT.so.1"))
+        .find(|path| path.exists())
+        .context("libfaketimeMT.so.1 not found: install faketime")?;
+    Ok(vec![
+        ("LD_PRELOAD".to_owned(), library.display().to_string()),
+        ("FAKETIME".to_owned(), offset.to_owned()),
+    ])
+}
+
 /// `command`'s environment as the lab's instance `name` listening on
 /// `addr`, with `extra` on top.
 fn serving(
@@ -485,19 +502,21 @@ impl Lab {
     }
 
     /// One more instance, outside the gateway (reached at its own URL),
-    /// its command run under `wrapper` (`faketime -f +60s`: an instance
-    /// whose clock is off), on the lab's backends. Stopped with the lab.
+    /// on the lab's backends, with `env` added to its environment
+    /// (libfaketime's `LD_PRELOAD` and `FAKETIME`: an instance whose clock
+    /// is off). The instance itself is the lab's process, so stopping it
+    /// stops it: a wrapper such as the `faketime` command forks and waits,
+    /// and its child outlived the lab. Stopped with the lab.
     pub async fn start_outside_instance(
         &mut self,
         name: &str,
-        wrapper: &[&str],
+        env: &[(String, String)],
     ) -> anyhow::Result<InstanceInfo> {
-        let (program, args) = wrapper.split_first().context("a wrapper command")?;
         let exe = std::env::current_exe().context("locating the seckill binary")?;
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-        let mut command = Command::new(program);
-        command.args(args).arg(&exe).arg("serve");
-        serving(&mut command, &self.info, name, addr, &[]);
+        let mut command = Command::new(exe);
+        command.arg("serve");
+        serving(&mut command, &self.info, name, addr, env);
         let log = self.info.dir.join(format!("{name}.log"));
         let process = Managed::spawn(name, command, &log)?;
         let info = InstanceInfo {

@@ -132,15 +132,23 @@ async fn reap_batch(shop: &Shop, listed: &Listed) -> Result<(usize, bool), Backe
             Ok((giveback::naive(shop, listed, &due).await?, full(&due)))
         }
         Giveback::StateMachine => {
+            // Expired and owed first: a cancel or a pass cut off between
+            // its mark and its put-back (a crashed instance) left them.
+            // Each unit goes back once, whoever else is finishing it.
+            let owed = book.due(backends, product, Due::Owed, BATCH).await?;
             let mut due = book
                 .due(backends, product, Due::Overdue(cutoff), BATCH)
                 .await?;
-            let more = full(&due);
+            let more = full(&owed) || full(&due);
             let ids: Vec<Uuid> = due.iter().map(|o| o.order_id).collect();
             let won: HashSet<Uuid> = book.expire(backends, &ids).await?.into_iter().collect();
             due.retain(|o| won.contains(&o.order_id));
             lag(now, settings.pay_within_ms, &due);
-            Ok((giveback::after_expiry(shop, listed, &due).await?, more))
+            let back = giveback::settle_owed(shop, listed, &owed).await?;
+            Ok((
+                back + giveback::after_expiry(shop, listed, &due).await?,
+                more,
+            ))
         }
         Giveback::DelayQueue => {
             // What an earlier pass (here or on a dead instance) expired

@@ -28,13 +28,15 @@ pub enum Giveback {
     NaiveCron,
     /// A compare-and-set state machine: held→paid before the due time,
     /// held→expired after it, and only the transition that won moves
-    /// stock. A reaper that dies between its expiry and the put-back
-    /// strands that unit (reconciliation finds it).
+    /// stock; every reaper pass first puts back (once, by a marker in the
+    /// stock's own atomic step) each expired hold whose unit is not back,
+    /// so a reaper or a cancel cut off between its expiry and its put-back
+    /// strands nothing for longer than a pass. Every reaper selects the
+    /// same overdue holds and the compare-and-set picks one winner each.
     StateMachine,
     /// The state machine fed by a delay queue: overdue holds claimed with
-    /// `FOR UPDATE SKIP LOCKED`, and every expired hold whose unit is not
-    /// back yet put back (once, by a marker in the stock's own atomic
-    /// step) by whichever reaper comes next: it survives its own crash.
+    /// `FOR UPDATE SKIP LOCKED`, so several reapers take different holds
+    /// instead of racing for the same ones.
     #[default]
     DelayQueue,
 }

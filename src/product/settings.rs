@@ -340,8 +340,9 @@ impl Settings {
     }
 
     /// Where `now_ms` (ms since the Unix epoch) falls in the sale window.
-    /// Each instance asks its own clock: instances on several hosts need
-    /// their clocks in step (NTP) for the opening to be one moment.
+    /// Callers pass the shared clock's time (`backends.clock`, Redis's
+    /// TIME read once a second), so every instance judges the opening at
+    /// the same moment whatever its own clock says.
     pub fn window(&self, now_ms: u64) -> Window {
         if now_ms < self.opens_at_ms {
             Window::NotStarted(self.opens_at_ms - now_ms)

@@ -1,6 +1,8 @@
 //! The sale as one use case, out of the HTTP layer: [`buy`] admits the
-//! buyer (the sale window, a reservation), answers from the instance's
-//! sold-out flag, puts a wave that came due on sale, claims the
+//! buyer (the sale window, a hidden path, a reservation), answers from the
+//! instance's sold-out flag (a refused request with an Idempotency-Key is
+//! first answered the order its key has, if any), puts a wave that came
+//! due on sale, claims the
 //! Idempotency-Key, and runs the sale in a task of its own (`settle`).
 //! It returns what was bought or one [`Refusal`]; the HTTP handler parses
 //! the request, calls it and maps the result, and the live view reads the
@@ -78,28 +80,30 @@ pub async fn buy(
     purchase: Purchase,
     started: Instant,
 ) -> Result<Bought, Refusal> {
-    let id = purchase.product;
     // After the sale is over, this is nearly every request: answered from
-    // memory, no backend touched. A retry with a key may be asking for an
-    // order it already has, so it goes on to look.
-    let cached = shop.memory.products.get(id);
+    // memory, no backend touched (a keyed one with one lookup of its key).
+    let cached = shop.memory.products.get(purchase.product);
+    let mut admitted = None;
     if let Ok(listed) = &cached {
-        // Decided before any backend is touched: a buyer early, late or
-        // without a reservation is answered even with Redis down.
-        shop.admit(&listed.product, &purchase)?;
-        let epoch = listed.product.epoch;
-        if purchase.key.is_none() && shop.memory.sold_out.is_sold_out(id, epoch) {
-            telemetry::sold_out_flag();
-            return Err(Refusal::SoldOut);
+        match shop.admitted(listed, &purchase).await? {
+            Admitted::Go(path) => admitted = Some(path),
+            Admitted::Answered(sold) => return Ok(Bought::Replayed(sold)),
         }
     }
     // The instance's one shared Redis connection (see `Lane`); every
     // command of this buy pipelines on it with everyone else's.
     let lane = shop.backends.lane.get().await?;
     let listed = shop.listing(cached, &lane, &purchase).await?;
+    let path = match admitted {
+        Some(path) => path,
+        None => match shop.admitted(&listed, &purchase).await? {
+            Admitted::Go(path) => path,
+            Admitted::Answered(sold) => return Ok(Bought::Replayed(sold)),
+        },
+    };
     let mut redis = lane.conn.clone();
     let product = &listed.product;
-    if let Some(path) = shop.path_of(product, &purchase)? {
+    if let Some(path) = path {
         let key = purchase.key.as_deref();
         if let Some(why) = lane.checked(used_once(&mut redis, product, &path, key, shop).await)? {
             return Err(Refusal::BadPath(why));
@@ -118,7 +122,7 @@ pub async fn buy(
     lane.checked(caught_up.await)?;
     let order = Order {
         order_id: shop.backends.clock.order_id(),
-        product_id: id,
+        product_id: product.id,
         epoch: product.epoch,
         user_id: purchase.buyer,
         strategy: product.strategy.clone(),
@@ -142,11 +146,63 @@ pub async fn buy(
         .map(Bought::New)
 }
 
+/// What admitting a purchase decided.
+enum Admitted {
+    /// It goes on to the sale, on its hidden path if it came on one
+    /// (checked once, here).
+    Go(Option<Valid>),
+    /// A refused retry whose Idempotency-Key already has an order: that
+    /// order.
+    Answered(Sold),
+}
+
 impl Shop {
+    /// Admits `purchase` ([`Shop::admit`]) and answers from the sold-out
+    /// flag. A refused request that carries an Idempotency-Key is first
+    /// answered the order its key already has, if any: a retry after
+    /// nginx's own 502/504 learns its outcome even once the window closed,
+    /// its hidden path expired or the product sold out — at the cost of
+    /// one lookup of the key, where a keyed sale would take four or five
+    /// round trips.
+    async fn admitted(&self, listed: &Listed, purchase: &Purchase) -> Result<Admitted, Refusal> {
+        let product = &listed.product;
+        let refusal = match self.admit(product, purchase) {
+            Ok(path) if !self.memory.sold_out.is_sold_out(product.id, product.epoch) => {
+                return Ok(Admitted::Go(path));
+            }
+            Ok(_) => {
+                telemetry::sold_out_flag();
+                Refusal::SoldOut
+            }
+            Err(refusal) => refusal,
+        };
+        let Some(key) = purchase.key.as_deref() else {
+            return Err(refusal);
+        };
+        let keyed = Keyed {
+            backends: &self.backends,
+            store: listed.store.as_ref(),
+            product,
+            buyer: &purchase.buyer,
+            key,
+        };
+        let lane = self.backends.lane.get().await?;
+        let found = idempotency::answer(&mut lane.conn.clone(), &keyed).await;
+        match lane.checked(found)? {
+            Some(Claimed::Replay(sold)) => Ok(Admitted::Answered(sold)),
+            Some(_) => Err(Refusal::busy(
+                "a request with this Idempotency-Key is still in progress, \
+                 or its outcome is not settled yet",
+            )),
+            None => Err(refusal),
+        }
+    }
+
     /// Whether the product sells to this buyer now: its sale window is
-    /// open and, with pre-booking, the buyer holds a reservation for this
-    /// reset of it.
-    fn admit(&self, product: &Product, purchase: &Purchase) -> Result<(), Refusal> {
+    /// open, it came on a valid hidden path where the product sells only
+    /// on one (returned), and, with pre-booking, the buyer holds a
+    /// reservation for this reset of it.
+    fn admit(&self, product: &Product, purchase: &Purchase) -> Result<Option<Valid>, Refusal> {
         match product.settings.window(self.backends.clock.now_ms()) {
             Window::Open => {}
             Window::NotStarted(ms) => {
@@ -157,7 +213,7 @@ impl Shop {
             }
             Window::Ended => return Err(Refusal::Ended),
         }
-        self.path_of(product, purchase)?;
+        let path = self.path_of(product, purchase)?;
         let token = purchase.reservation.as_deref().unwrap_or_default();
         let (id, epoch) = (product.id, product.epoch);
         if product.settings.prebooking
@@ -165,7 +221,7 @@ impl Shop {
         {
             return Err(Refusal::NotReserved);
         }
-        Ok(())
+        Ok(path)
     }
 
     /// The valid hidden path `purchase` came on, for a product that sells
@@ -189,7 +245,7 @@ impl Shop {
         }
     }
 
-    /// The product as cached, or loaded (and admitted) after a miss.
+    /// The product as cached, or loaded after a miss.
     async fn listing(
         &self,
         cached: Result<Arc<Listed>, Miss>,
@@ -209,11 +265,8 @@ impl Shop {
             &mut redis,
             purchase.product,
         );
-        let listed = lane
-            .checked(filled.await)?
-            .ok_or(Refusal::UnknownProduct(purchase.product))?;
-        self.admit(&listed.product, purchase)?;
-        Ok(listed)
+        lane.checked(filled.await)?
+            .ok_or(Refusal::UnknownProduct(purchase.product))
     }
 
     /// Claims `key`, the order's buyer's Idempotency-Key, for `order`.

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 
 use futures::future::join_all;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::harness::{TestLab, http};
@@ -157,4 +157,139 @@ async fn config_shows_the_limits_and_no_secret() {
         !text.contains(&lab.info.admin_token),
         "the admin token must not leak"
     );
+}
+
+/// Every (method, path) of the contract, from the instance's own OpenAPI
+/// document, with its parameters filled in.
+async fn every_route(lab: &TestLab) -> Vec<(Method, String)> {
+    let document: Value = http()
+        .get(format!("{}/openapi.json", lab.info.instances[0].url))
+        .send()
+        .await
+        .expect("openapi")
+        .json()
+        .await
+        .expect("json");
+    let mut routes = Vec::new();
+    for (template, item) in document["paths"].as_object().expect("paths") {
+        let path = template
+            .replace(
+                "/orders/{id}",
+                "/orders/01a23efb-50d3-70c8-abad-be6d1cd0898a",
+            )
+            .replace("{id}", "1")
+            .replace("{path}", "x");
+        for method in item.as_object().expect("methods").keys() {
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
+            routes.push((method, path.clone()));
+        }
+    }
+    assert!(routes.len() >= 19, "{routes:?}");
+    routes
+}
+
+/// Whether six quick requests on `route` meet a token bucket that says
+/// `layer` in `X-Limited-By`.
+async fn limited(
+    client: &reqwest::Client,
+    base: &str,
+    route: &(Method, String),
+    layer: &str,
+) -> bool {
+    let mut hit = false;
+    for _ in 0..6 {
+        let (method, path) = route;
+        let answer = client
+            .request(method.clone(), format!("{base}{path}?user=walker"))
+            .send()
+            .await
+            .expect("answer");
+        hit |= answer.status() == StatusCode::TOO_MANY_REQUESTS
+            && answer
+                .headers()
+                .get("x-limited-by")
+                .and_then(|v| v.to_str().ok())
+                == Some(layer);
+    }
+    hit
+}
+
+/// The gateway's leaky bucket guards exactly the routes the instance's
+/// per-address bucket guards (the buy side: a new buy route that nginx
+/// lets through unlimited fails here), and the gateway's own 405 names
+/// the methods the instance allows on each path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_limits_and_allows_what_each_route_does() {
+    let lab = TestLab::start_with(
+        1,
+        &["--gateway-rate", "1", "--gateway-burst", "2"],
+        &[("SECKILL_RATE_PER_SEC", "1"), ("SECKILL_RATE_BURST", "2")],
+    );
+    let routes = every_route(&lab).await;
+    // 127.0.0.2 is no trusted proxy: the instance keys its bucket on it.
+    let stranger = reqwest::Client::builder()
+        .no_proxy()
+        .local_address("127.0.0.2".parse::<IpAddr>().unwrap())
+        .build()
+        .expect("client");
+    let direct = &lab.info.instances[0].url;
+    let gateway = &lab.info.gateway_url;
+    let mut by_instance = Vec::new();
+    let mut by_gateway = Vec::new();
+    for route in &routes {
+        if limited(&stranger, direct, route, "service").await {
+            by_instance.push(route.clone());
+        }
+        if limited(&http(), gateway, route, "gateway").await {
+            by_gateway.push(route.clone());
+        }
+    }
+    for buy_side in [
+        "/stock/1/buy",
+        "/stock/1/buy/x",
+        "/stock/1/path",
+        "/stock/1/reserve",
+    ] {
+        assert!(
+            by_instance.iter().any(|(_, p)| p == buy_side),
+            "{buy_side}: {by_instance:?}"
+        );
+    }
+    assert_eq!(by_gateway, by_instance, "the gateway's limited routes");
+
+    // The instance's 405 (to a method no route has) names what each path
+    // allows; nginx answers TRACE itself, and must name the same.
+    let paths: std::collections::BTreeSet<&String> = routes.iter().map(|(_, p)| p).collect();
+    for (i, path) in paths.into_iter().enumerate() {
+        let allow = |answer: &reqwest::Response| {
+            let mut methods: Vec<String> = answer
+                .headers()
+                .get("allow")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .split(',')
+                .map(|m| m.trim().to_owned())
+                .collect();
+            methods.sort();
+            methods
+        };
+        // An address of its own per path: the buckets above are empty.
+        let own = reqwest::Client::builder()
+            .no_proxy()
+            .local_address(format!("127.0.1.{}", i + 1).parse::<IpAddr>().unwrap())
+            .build()
+            .expect("client")
+            .request(Method::PATCH, format!("{direct}{path}"))
+            .send()
+            .await
+            .expect("PATCH");
+        assert_eq!(own.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        let nginx = http()
+            .request(Method::TRACE, format!("{gateway}{path}"))
+            .send()
+            .await
+            .expect("TRACE");
+        assert_eq!(nginx.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        assert_eq!(allow(&nginx), allow(&own), "{path}: Allow");
+    }
 }

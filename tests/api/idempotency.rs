@@ -53,6 +53,34 @@ async fn a_retry_returns_the_original_order_even_after_the_sell_out() {
     }
 }
 
+/// A retry with its key after the sale window closed (what a client does
+/// after nginx's own 502/504, which carries no order id) is answered its
+/// order, not 410 `ended`; a new key is refused `ended` and buys nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_the_close_is_answered_its_order() {
+    let lab = shared();
+    let base = lab.info.gateway_url.as_str();
+    for (id, strategy) in [(1205, "redis-lua"), (1206, "db-atomic")] {
+        let now = seckill::product::now_ms();
+        let window = json!({"stock": 5, "strategy": strategy,
+                            "opens_at_ms": now - 1_000, "closes_at_ms": now + 1_000});
+        lab.gateway().reset(id, &window).await.expect("reset");
+        let (status, first, _) = buy(base, id, "closing", "close-1").await;
+        assert_eq!(status, StatusCode::OK, "{strategy}: {first}");
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        for _ in 0..2 {
+            let (status, again, replayed) = buy(base, id, "closing", "close-1").await;
+            assert_eq!(status, StatusCode::OK, "{strategy}: {again}");
+            assert!(replayed);
+            assert_eq!(again["order_id"], first["order_id"]);
+        }
+        let (status, body, _) = buy(base, id, "closing", "close-2").await;
+        assert_eq!(status, StatusCode::GONE, "{body}");
+        assert_eq!(body["error"]["code"], "ended", "{body}");
+        assert_eq!(lab.gateway().ledger(id).await.expect("ledger").sold, 1);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_with_one_key_make_one_order() {
     let lab = shared();
@@ -257,4 +285,51 @@ async fn a_lost_answer_is_replayed_on_every_store() {
         wrong.is_empty(),
         "a retry did not replay the first order: {wrong:?}"
     );
+}
+
+/// A claim's age is judged on the shared clock. Staged: instance A takes a
+/// keyed buy (`db-atomic` holding its row lock through 2 s of work) and is
+/// frozen (SIGSTOP) inside it; the retry with the key goes to an instance
+/// whose clock runs 60 s ahead, past the wait a retry gives the first
+/// seller (3.1 s here) but long before the claim is old enough to take
+/// over (10 s). The retry must answer `busy`: judged by its own clock the
+/// claim looked a minute old, it took it over, queued on the row lock, and
+/// when A woke both sales committed — two orders for one key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_on_an_instance_whose_clock_runs_ahead_does_not_take_over() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    // Its own lab: an instance is frozen.
+    let lab = TestLab::start(1);
+    let ahead = seckill::lab::clock_off("+60s").expect("libfaketime");
+    let skewed = crate::harness::Outside::start(&lab, "instance-ahead", &ahead).await;
+    let first = lab.info.instances[0].url.clone();
+    let body =
+        json!({"stock": 5, "strategy": "db-atomic", "work_ms": 2_000, "acquire_timeout_ms": 100});
+    lab.gateway().reset(1230, &body).await.expect("reset");
+    let selling = tokio::spawn(async move { buy(&first, 1230, "slow", "skew-1").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let a = Pid::from_raw(lab.info.instances[0].pid.expect("pid") as i32);
+    kill(a, Signal::SIGSTOP).expect("freeze A");
+    let retry = http()
+        .post(format!("{}/stock/1230/buy", skewed.url))
+        .header("X-User-Id", "slow")
+        .header("Idempotency-Key", "skew-1")
+        .timeout(Duration::from_secs(6))
+        .send()
+        .await;
+    kill(a, Signal::SIGCONT).expect("resume A");
+    let retry = retry.expect("the retry is answered while A is frozen");
+    assert_eq!(retry.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = retry.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "busy", "{body}");
+    let (status, sold, _) = selling.await.expect("joined");
+    assert_eq!(status, StatusCode::OK, "{sold}");
+    // Whatever the skewed instance might still do, one order for one key.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ledger = seckill::race::driver::drained_ledger(&lab.gateway(), 1230)
+        .await
+        .expect("ledger");
+    assert_eq!(ledger.sold, 1, "{ledger:?}");
 }

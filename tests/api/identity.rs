@@ -701,3 +701,38 @@ async fn a_race_on_hidden_paths_sells_exactly_the_stock() {
     assert_eq!((row.sold, row.oversold), (row.initial, 0), "{row:?}");
     assert!(row.errors.keys().all(|code| code == "sold_out"), "{row:?}");
 }
+
+/// A retry with its first use's Idempotency-Key after the hidden path
+/// expired (what a client does after nginx's own 502/504, which carries no
+/// order id) is answered its order, not 403 `bad_path`; a new key on the
+/// expired path is still refused and buys nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_its_hidden_path_expired_is_answered_its_order() {
+    const ID: i64 = 2650;
+    let hidden = json!({"stock": 10, "strategy": "redis-lua", "hidden_path": true});
+    lab().gateway().reset(ID, &hidden).await.expect("reset");
+    let epoch = lab().gateway().ledger(ID).await.expect("ledger").epoch;
+    // Issued as an instance would have 9.5 s ago: 500 ms of life left.
+    let keys = seckill::reservation::Reservations::new(None, &lab().info.admin_token);
+    let issued_at = seckill::product::now_ms() - 9_500;
+    let path = seckill::buy_path::issue(&keys, ID, epoch, "late-ivy", issued_at);
+    let token = Signer::new(&key(), AUDIENCE).token("late-ivy", now_s(), 600);
+    let keyed = |key: &'static str| {
+        let url = format!("{}/stock/{ID}/buy/{}", lab().info.gateway_url, path.token);
+        let request = http()
+            .post(url)
+            .bearer_auth(&token)
+            .header("Idempotency-Key", key);
+        async move { request.send().await.expect("an answer") }
+    };
+    let first = keyed("ivy-1").await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let first: Value = first.json().await.expect("JSON");
+    tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
+    let again = keyed("ivy-1").await;
+    assert_eq!(again.status(), StatusCode::OK);
+    let again: Value = again.json().await.expect("JSON");
+    assert_eq!(again["order_id"], first["order_id"], "{again}");
+    assert_eq!(keyed("ivy-2").await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(sold(ID).await, (1, 9));
+}

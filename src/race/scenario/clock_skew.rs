@@ -1,5 +1,5 @@
 //! `clock-skew`: a third instance runs with its clock 60 s ahead
-//! (`faketime -f +60s`, outside the gateway, on the lab's Redis and
+//! (libfaketime preloaded, `FAKETIME=+60s`, outside the gateway, on the lab's Redis and
 //! PostgreSQL). Judged by its own clock, it would take a product that
 //! opens in 3 s for open and sell it at once; judged by the shared clock
 //! (Redis's, `backends::clock`) it answers `not_started` like the others.
@@ -29,9 +29,8 @@ const STOCK: i64 = 50;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
-        let wrapper = ["faketime", "-f", AHEAD];
         let skewed = lab
-            .start_outside_instance("instance-ahead", &wrapper)
+            .start_outside_instance("instance-ahead", &crate::lab::clock_off(AHEAD)?)
             .await?;
         let token = &lab.info.admin_token;
         let targets = [
