@@ -197,10 +197,15 @@ pub async fn race_on(audit: &Audit, target: &Target, race: Race<'_>) -> Row {
     let row = driver::race(target, &spec, audit).await.expect("race");
     eprintln!("{} {}: {row:?}", race.product, race.strategy);
     // The ledger's promise, checked on every race: each 200 a client saw
-    // is exactly one recorded order.
+    // is exactly one recorded order, and every other order is a buyer
+    // told `outcome_unknown` whose sale the history check found (on a
+    // loaded machine a Redis reply can time out: seen once in CI, a
+    // redis-lock race beside Chromium's screenshot, 99 200s and 1 unknown
+    // that sold for 100 orders).
     assert_eq!(
-        row.client_ok, row.sold,
-        "client 200s != recorded orders: {row:?}"
+        row.client_ok + row.unknown_sold,
+        row.sold,
+        "client 200s and unknowns that sold != recorded orders: {row:?}"
     );
     // And the independent check of every request against the orders: no
     // buyer was told anything but the truth (an oversell, expected of some
