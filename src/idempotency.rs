@@ -245,14 +245,25 @@ pub async fn answer(
     let Some((order_id, _)) = pending_claim(&found) else {
         return Ok(Some(Claimed::InProgress));
     };
-    let order = keyed
-        .store
-        .find_order(keyed.backends, conn, product, order_id)
-        .await?;
-    Ok(Some(match order {
-        Some(order) => Claimed::Replay(Sold::of(product, order, None)),
+    Ok(Some(match claimed_sale(conn, keyed, order_id).await? {
+        Some(sold) => Claimed::Replay(sold),
         None => Claimed::InProgress,
     }))
+}
+
+/// The answer of a pending claim's sale, if its order is recorded
+/// wherever the product's store puts orders (without the stock left,
+/// which only the sale knew).
+async fn claimed_sale(
+    conn: &mut RedisConn,
+    keyed: &Keyed<'_>,
+    order_id: Uuid,
+) -> Result<Option<Sold>, BackendError> {
+    let order = keyed
+        .store
+        .find_order(keyed.backends, conn, keyed.product, order_id)
+        .await?;
+    Ok(order.map(|order| Sold::of(keyed.product, order, None)))
 }
 
 /// The answer `found` at `redis_key` keeps, if its sale is done.
@@ -296,12 +307,8 @@ async fn settle(
     let Some((order_id, since_ms)) = pending_claim(found) else {
         return Ok(Claimed::InProgress);
     };
-    let found_order = keyed
-        .store
-        .find_order(keyed.backends, conn, keyed.product, order_id)
-        .await?;
-    if let Some(order) = found_order {
-        return Ok(Claimed::Replay(Sold::of(keyed.product, order, None)));
+    if let Some(sold) = claimed_sale(conn, keyed, order_id).await? {
+        return Ok(Claimed::Replay(sold));
     }
     let now_ms = keyed.backends.clock.now_ms();
     if now_ms.saturating_sub(since_ms) < SETTLE.as_millis() as u64 {

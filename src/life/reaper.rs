@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::backends::Backends;
 use crate::backends::error::BackendError;
 use crate::orders::Order;
 use crate::product::life::{Giveback, overdue_below, pay_by_ms};
@@ -131,36 +132,43 @@ async fn reap_batch(shop: &Shop, listed: &Listed) -> Result<(usize, bool), Backe
             lag(now, settings.pay_within_ms, &due);
             Ok((giveback::naive(shop, listed, &due).await?, full(&due)))
         }
-        Giveback::StateMachine => {
-            // Expired and owed first: a cancel or a pass cut off between
-            // its mark and its put-back (a crashed instance) left them.
-            // Each unit goes back once, whoever else is finishing it.
-            let owed = book.due(backends, product, Due::Owed, BATCH).await?;
-            let mut due = book
-                .due(backends, product, Due::Overdue(cutoff), BATCH)
-                .await?;
-            let more = full(&owed) || full(&due);
-            let ids: Vec<Uuid> = due.iter().map(|o| o.order_id).collect();
-            let won: HashSet<Uuid> = book.expire(backends, &ids).await?.into_iter().collect();
-            due.retain(|o| won.contains(&o.order_id));
-            lag(now, settings.pay_within_ms, &due);
-            let back = giveback::settle_owed(shop, listed, &owed).await?;
-            Ok((
-                back + giveback::after_expiry(shop, listed, &due).await?,
-                more,
-            ))
-        }
-        Giveback::DelayQueue => {
-            // What an earlier pass (here or on a dead instance) expired
-            // and did not finish, then what is newly due.
+        Giveback::StateMachine | Giveback::DelayQueue => {
+            // What an earlier pass or a cancel (here or on a dead
+            // instance) expired and did not finish, then what is newly
+            // due; each unit goes back once, whoever else is finishing it.
             let mut orders = book.due(backends, product, Due::Owed, BATCH).await?;
-            let claimed = book.claim(backends, product, cutoff, BATCH).await?;
-            let more = full(&orders) || full(&claimed);
-            lag(now, settings.pay_within_ms, &claimed);
-            orders.extend(claimed);
+            let (expired, more) = newly_expired(listed, backends, cutoff).await?;
+            lag(now, settings.pay_within_ms, &expired);
+            let more = more || full(&orders);
+            orders.extend(expired);
             Ok((giveback::after_expiry(shop, listed, &orders).await?, more))
         }
     }
+}
+
+/// The overdue holds this pass moved held → expired, and whether its
+/// batch was full: the delay queue claims them (`SKIP LOCKED`, so several
+/// reapers take different ones); the state machine selects them and keeps
+/// those whose compare-and-set it won.
+async fn newly_expired(
+    listed: &Listed,
+    backends: &Backends,
+    cutoff: Uuid,
+) -> Result<(Vec<Order>, bool), BackendError> {
+    let (book, product) = (listed.store.book(), &listed.product);
+    if product.settings.giveback == Giveback::DelayQueue {
+        let claimed = book.claim(backends, product, cutoff, BATCH).await?;
+        let full = claimed.len() as i64 >= BATCH;
+        return Ok((claimed, full));
+    }
+    let mut due = book
+        .due(backends, product, Due::Overdue(cutoff), BATCH)
+        .await?;
+    let full = due.len() as i64 >= BATCH;
+    let ids: Vec<Uuid> = due.iter().map(|o| o.order_id).collect();
+    let won: HashSet<Uuid> = book.expire(backends, &ids).await?.into_iter().collect();
+    due.retain(|o| won.contains(&o.order_id));
+    Ok((due, full))
 }
 
 /// Records how long after its due time each of `orders` was taken, at

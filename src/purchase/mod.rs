@@ -133,18 +133,17 @@ pub async fn buy(
         Some(key) => match shop.claim(&listed, &lane, key, &order).await? {
             Claimed::Owner(claim) => Some(claim),
             Claimed::Replay(sold) => return Ok(Bought::Replayed(sold)),
-            Claimed::InProgress => {
-                return Err(Refusal::busy(
-                    "a request with this Idempotency-Key is still in progress, \
-                     or its outcome is not settled yet",
-                ));
-            }
+            Claimed::InProgress => return Err(Refusal::busy(KEY_IN_PROGRESS)),
         },
     };
     shop.sell(listed, lane, order, claim, &purchase.request_id, started)
         .await
         .map(Bought::New)
 }
+
+/// Why a request whose Idempotency-Key another request holds is `busy`.
+const KEY_IN_PROGRESS: &str =
+    "a request with this Idempotency-Key is still in progress, or its outcome is not settled yet";
 
 /// What admitting a purchase decided.
 enum Admitted {
@@ -190,10 +189,7 @@ impl Shop {
         let found = idempotency::answer(&mut lane.conn.clone(), &keyed).await;
         match lane.checked(found)? {
             Some(Claimed::Replay(sold)) => Ok(Admitted::Answered(sold)),
-            Some(_) => Err(Refusal::busy(
-                "a request with this Idempotency-Key is still in progress, \
-                 or its outcome is not settled yet",
-            )),
+            Some(_) => Err(Refusal::busy(KEY_IN_PROGRESS)),
             None => Err(refusal),
         }
     }
