@@ -14,6 +14,7 @@ pub mod links;
 mod mysql;
 pub mod nginx;
 mod observe;
+mod ports;
 mod postgres;
 pub mod powercut;
 pub mod process;
@@ -22,7 +23,7 @@ pub mod redis;
 pub mod sentinel;
 mod zookeeper;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,6 +35,8 @@ use tokio::process::Command;
 
 use crate::auth::BuyerAuth;
 use crate::auth::token::Key;
+
+pub use ports::free_port;
 
 use durability::Durability;
 use links::{Backend, LinkInfo, Links};
@@ -714,26 +717,6 @@ impl Ready {
             Self::Etcd(port) => etcd::ready(*port).await,
         }
     }
-}
-
-/// A port that was free a moment ago, and that this process has not
-/// handed out before. The OS picks it; the port is free again the moment
-/// the probe closes, so without the memory a lab that starts its servers
-/// at once could be given the same port twice — one server's, before that
-/// server has bound it (seen: ZooKeeper's port taken by another backend
-/// of the same lab). A tiny race with other programs remains and shows up
-/// as a start failure, not a hang.
-pub fn free_port() -> anyhow::Result<u16> {
-    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
-    for _ in 0..100 {
-        let port = TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
-        if !handed_out.contains(&port) {
-            handed_out.push(port);
-            return Ok(port);
-        }
-    }
-    anyhow::bail!("no port this process has not handed out yet, in 100 tries")
 }
 
 /// The port of a `scheme://user@host:port/db` URL.

@@ -2,7 +2,6 @@
 //! engine `scripts/compose-run.sh` started (DOCKER_HOST), with the pinned
 //! Compose plugin (DOCKER_CONFIG), under a project name of this run's own.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -44,7 +43,10 @@ impl Compose {
             "SECKILL_PROMETHEUS_PORT",
             "SECKILL_GRAFANA_PORT",
         ] {
-            env.push((name.to_owned(), free_port().to_string()));
+            env.push((
+                name.to_owned(),
+                seckill::lab::free_port().expect("a free port").to_string(),
+            ));
         }
         Self {
             project: format!("seckill-run-{}", std::process::id()),
@@ -189,14 +191,6 @@ pub fn docker(args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// Polls `check` every half second until it holds or `limit` passes.
