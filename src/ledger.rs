@@ -121,7 +121,7 @@ pub async fn compute(
         let store = catalogue.store(product);
         let (in_table, pending) = store.orders(backends, product, &pending_ids).await?;
         let on_sale = waves::on_sale(backends, store.as_ref(), product).await?;
-        let remaining = store.remaining(backends, product).await?;
+        let remaining = store.mark(backends, product).await?.remaining;
         let sold = in_table + pending;
         let taken = on_sale - remaining;
         let life = if product.settings.pay_within_ms > 0 {

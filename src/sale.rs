@@ -107,6 +107,19 @@ pub enum Written {
 /// A future a [`Store`] returns.
 pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T, BackendError>>;
 
+/// A stock as reconciliation reads it: the value, and how many times it
+/// was written — every sale, put-back, wave and repair adds one in the
+/// same atomic step as its write (a Redis script's `INCR` beside the
+/// counter; the row's `version`, bumped by a trigger on every update). A
+/// value can come back to what it was; the moves cannot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mark {
+    /// The stock left (the sum of the counters, or the row's).
+    pub remaining: i64,
+    /// Writes so far in this reset (summed over the counters).
+    pub moves: i64,
+}
+
 /// Where one product's stock and orders live: the seam between selling
 /// and storing. See the module header.
 pub trait Store: Send + Sync {
@@ -196,12 +209,9 @@ pub trait Store: Send + Sync {
         in_stream: &'a [Uuid],
     ) -> StoreFuture<'a, (i64, i64)>;
 
-    /// The stock the store holds now (the sum of its counters, or the row).
-    fn remaining<'a>(
-        &'a self,
-        backends: &'a Backends,
-        product: &'a Product,
-    ) -> StoreFuture<'a, i64>;
+    /// The stock the store holds now (the sum of its counters, or the
+    /// row), with how often it was written.
+    fn mark<'a>(&'a self, backends: &'a Backends, product: &'a Product) -> StoreFuture<'a, Mark>;
 
     /// What this store keeps for the product besides the product's own
     /// rows (counters, wave markers, fences): a reset clears it. Nothing
@@ -249,16 +259,17 @@ pub trait Store: Send + Sync {
         once: bool,
     ) -> StoreFuture<'a, usize>;
 
-    /// Reconciliation's repair: sets the stock to `stock` if it still is
-    /// `expected` (nothing sold or given back since it was read), in this
-    /// reset; a Redis counter that vanished with its epoch (a Redis that
+    /// Reconciliation's repair: sets the stock to `stock` if nothing
+    /// wrote it since `expected` was read (its moves, not its value: a
+    /// give-back then a sale leave the value as it was and the truth
+    /// changed), in this reset; a Redis counter that vanished with its epoch (a Redis that
     /// came back empty) is laid out again. False when the stock moved.
     /// Several counters (segments) are set to even shares of `stock`,
     /// which is safe only under every segment's lock.
     fn set_stock<'a>(
         &'a self,
         ctx: &'a BuyCtx<'a>,
-        expected: i64,
+        expected: Mark,
         stock: i64,
     ) -> StoreFuture<'a, bool>;
 }

@@ -6,12 +6,18 @@
 //! The repair never sells what is held: owed units go back one order at a
 //! time through the same once-only put-back the reaper uses (a delay queue
 //! coming by later finds them returned), and the counter is set by a
-//! compare-and-set on the value read *before* the orders were counted,
-//! under the product's lock for a locked strategy. A sale or a put-back
-//! between the two reads moves the counter, the set fails, and the
-//! product is read again; so a repair reflects one consistent moment. A
-//! stock split over segments is set under every segment's lock, spread
-//! over the segments as a reset spreads it.
+//! compare-and-set on its *moves* read with it before the orders were
+//! counted (see [`Mark`]), under the product's lock for a locked strategy.
+//! Not on its value: a put-back before the count and a sale after it
+//! leave the value as read and the count one unit off, and a set on the
+//! value would put a held unit back on sale (ABA). Every write of the
+//! stock adds a move in its own atomic step, so any sale or put-back
+//! between the read and the set fails the set, and the product is read
+//! again; a repair reflects one consistent moment. A stock split over
+//! segments is set under every segment's lock, spread over the segments
+//! as a reset spreads it. `repair_pause_ms` pauses the repair after its
+//! read and after its count, so a test can land a put-back and a sale in
+//! those gaps.
 //!
 //! What it cannot repair: an acknowledged sale whose order was lost with
 //! a Redis that came back empty is not in the truth (the truth is the
@@ -31,7 +37,7 @@ use crate::orders::Order;
 use crate::product::{Product, StoreKind};
 use crate::products::{self, Listed};
 use crate::purchase::Shop;
-use crate::sale::{BuyCtx, Due};
+use crate::sale::{BuyCtx, Due, Mark};
 
 /// How often a repair reads a product again when its stock moved.
 const TRIES: usize = 5;
@@ -95,20 +101,21 @@ async fn one(shop: &Shop, listed: &Listed, repair: bool) -> Result<Drift, Backen
             .await?;
         put_back = giveback::settle_owed(shop, listed, &owed).await?;
     }
-    let mut drift = measure(shop, listed).await?;
+    let (mut drift, mut mark) = measure(shop, listed).await?;
     drift.put_back = put_back;
     if !repair || drift.drift == 0 {
         return Ok(drift);
     }
     for _ in 0..TRIES {
-        if set(shop, listed, drift.remaining, drift.truth).await? {
-            let after = measure(shop, listed).await?;
+        pause(listed).await;
+        if set(shop, listed, mark, drift.truth).await? {
+            let (after, _) = measure(shop, listed).await?;
             drift.repaired = true;
             drift.drift_after = Some(after.drift);
             return Ok(drift);
         }
-        let again = measure(shop, listed).await?;
-        drift = Drift { put_back, ..again };
+        let (again, read) = measure(shop, listed).await?;
+        (drift, mark) = (Drift { put_back, ..again }, read);
     }
     drift.note = Some(format!(
         "the stock kept moving: not repaired in {TRIES} tries"
@@ -116,12 +123,14 @@ async fn one(shop: &Shop, listed: &Listed, repair: bool) -> Result<Drift, Backen
     Ok(drift)
 }
 
-/// Reads the counter, then the orders: a sale between the two shows as
-/// stock that moved when the repair compares, never as a drift repaired
-/// the wrong way.
-async fn measure(shop: &Shop, listed: &Listed) -> Result<Drift, BackendError> {
+/// Reads the counter with its moves, then the orders: a sale or a
+/// put-back between the two (or after) moves the stock, and the repair's
+/// compare-and-set on the moves fails instead of repairing the wrong way.
+async fn measure(shop: &Shop, listed: &Listed) -> Result<(Drift, Mark), BackendError> {
     let product = &listed.product;
-    let remaining = listed.store.remaining(&shop.backends, product).await?;
+    let mark = listed.store.mark(&shop.backends, product).await?;
+    let remaining = mark.remaining;
+    pause(listed).await;
     let ledger = ledger::compute(
         &shop.backends,
         &shop.catalogue,
@@ -147,7 +156,7 @@ async fn measure(shop: &Shop, listed: &Listed) -> Result<Drift, BackendError> {
         0
     };
     let truth = (ledger.on_sale - kept - owed).max(0);
-    Ok(Drift {
+    let drift = Drift {
         id: product.id,
         strategy: product.strategy.clone(),
         store: listed.store.kind(),
@@ -161,14 +170,25 @@ async fn measure(shop: &Shop, listed: &Listed) -> Result<Drift, BackendError> {
         repaired: false,
         drift_after: None,
         note: None,
-    })
+    };
+    Ok((drift, mark))
 }
 
-/// Sets the counter from `expected` to `truth` through the strategy.
+/// The `repair_pause_ms` knob between a repair's steps (no pause without
+/// it).
+async fn pause(listed: &Listed) {
+    let ms = listed.product.settings.repair_pause_ms;
+    if ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
+/// Sets the counter to `truth` through the strategy, if nothing wrote it
+/// since `expected` was read.
 async fn set(
     shop: &Shop,
     listed: &Listed,
-    expected: i64,
+    expected: Mark,
     truth: i64,
 ) -> Result<bool, BackendError> {
     let lane = shop.backends.lane.get().await?;

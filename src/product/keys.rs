@@ -245,6 +245,11 @@ pub fn all_orders() -> Vec<String> {
     (0..SHARDS).map(orders_of_shard).collect()
 }
 
+/// The write count beside the counter `stock_key` ([`RedisCell::moves_key`]).
+pub fn moves_of(stock_key: &str) -> String {
+    format!("{stock_key}:moves")
+}
+
 /// A Redis counter and where the script that writes it finds the rest of
 /// its keys (one place, one cluster slot).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,6 +281,13 @@ impl RedisCell {
     /// its slot).
     pub fn waves_key(&self) -> String {
         format!("{}:waves", self.key)
+    }
+
+    /// How many times this counter was written (beside it, in its slot):
+    /// every script that writes the counter adds one, so a repair that
+    /// read it can tell "nothing moved" from "moved and came back" (ABA).
+    pub fn moves_key(&self) -> String {
+        moves_of(&self.key)
     }
 
     /// The set of order ids whose unit was put back on this counter

@@ -219,6 +219,12 @@ pub struct Settings {
     #[schema(minimum = 0, maximum = 60_000)]
     #[serde(deserialize_with = "super::whole_number")]
     pub reaper_pause_ms: u64,
+    /// A pause after reconciliation's repair reads the stock and after it
+    /// counts the orders (the knob that lands a put-back and a sale in
+    /// those gaps: what its compare-and-set must catch).
+    #[schema(minimum = 0, maximum = 60_000)]
+    #[serde(deserialize_with = "super::whole_number")]
+    pub repair_pause_ms: u64,
 }
 
 /// Now on this machine's wall clock, in ms since the Unix epoch: for
@@ -265,6 +271,7 @@ impl Default for Settings {
             pay_within_ms: 0,
             giveback: Giveback::DelayQueue,
             reaper_pause_ms: 0,
+            repair_pause_ms: 0,
         }
     }
 }
@@ -305,6 +312,7 @@ impl Settings {
         check("wave_every_ms", self.wave_every_ms, 0, MAX_WAVE_EVERY_MS)?;
         check("pay_within_ms", self.pay_within_ms, 0, MAX_PAY_WITHIN_MS)?;
         check("reaper_pause_ms", self.reaper_pause_ms, 0, MAX_MS)?;
+        check("repair_pause_ms", self.repair_pause_ms, 0, MAX_MS)?;
         if self.closes_at_ms != 0 && self.closes_at_ms <= self.opens_at_ms {
             return Err(Invalid(format!(
                 "closes_at_ms ({}) must come after opens_at_ms ({})",

@@ -14,7 +14,7 @@ use crate::backends::error::BackendError;
 use crate::orders::state::{OrderRow, Tally, TallyRow, Tracked, TrackedRow, column};
 use crate::orders::{Order, order_columns};
 use crate::product::Product;
-use crate::sale::{Book, BuyCtx, Due, StoreFuture};
+use crate::sale::{Book, BuyCtx, Due, Mark, StoreFuture};
 
 /// The order states in MySQL.
 pub struct MysqlBook;
@@ -313,18 +313,16 @@ async fn uncount(
     Ok(())
 }
 
-/// Sets MySQL's row to `stock` if it holds `expected` in this reset (see
-/// [`crate::sale::Store::set_stock`]).
-pub async fn set_stock(ctx: &BuyCtx<'_>, expected: i64, stock: i64) -> Result<bool, BackendError> {
-    let set = sqlx::query(
-        "UPDATE products SET stock = ?, version = version + 1 \
-         WHERE id = ? AND epoch = ? AND stock = ?",
-    )
-    .bind(stock)
-    .bind(ctx.product.id)
-    .bind(ctx.product.epoch)
-    .bind(expected)
-    .execute(ctx.backends.mysql()?)
-    .await?;
+/// Sets MySQL's row to `stock` if nothing wrote it since `expected` was
+/// read, in this reset (see [`crate::sale::Store::set_stock`]).
+pub async fn set_stock(ctx: &BuyCtx<'_>, expected: Mark, stock: i64) -> Result<bool, BackendError> {
+    let set =
+        sqlx::query("UPDATE products SET stock = ? WHERE id = ? AND epoch = ? AND version = ?")
+            .bind(stock)
+            .bind(ctx.product.id)
+            .bind(ctx.product.epoch)
+            .bind(expected.moves)
+            .execute(ctx.backends.mysql()?)
+            .await?;
     Ok(set.rows_affected() == 1)
 }

@@ -22,7 +22,7 @@ use crate::limit;
 use crate::orders::Order;
 use crate::product::shares::through;
 use crate::product::{Product, StoreKind};
-use crate::sale::{Book, BuyCtx, Rows, Store, StoreFuture, Written};
+use crate::sale::{Book, BuyCtx, Mark, Rows, Store, StoreFuture, Written};
 
 /// A product's stock in MySQL's `products` row, its orders in MySQL's
 /// `orders` (the product's definition stays in PostgreSQL).
@@ -62,7 +62,7 @@ impl Store for MysqlStore {
     fn set_stock<'a>(
         &'a self,
         ctx: &'a BuyCtx<'a>,
-        expected: i64,
+        expected: Mark,
         stock: i64,
     ) -> StoreFuture<'a, bool> {
         Box::pin(super::mysql_book::set_stock(ctx, expected, stock))
@@ -198,12 +198,16 @@ impl Store for MysqlStore {
         })
     }
 
-    fn remaining<'a>(
-        &'a self,
-        backends: &'a Backends,
-        product: &'a Product,
-    ) -> StoreFuture<'a, i64> {
-        Box::pin(async move { stock(backends.mysql()?, product.id).await })
+    fn mark<'a>(&'a self, backends: &'a Backends, product: &'a Product) -> StoreFuture<'a, Mark> {
+        Box::pin(async move {
+            let row: Option<(i64, i64)> =
+                sqlx::query_as("SELECT stock, version FROM products WHERE id = ?")
+                    .bind(product.id)
+                    .fetch_optional(backends.mysql()?)
+                    .await?;
+            let (remaining, moves) = row.unwrap_or_default();
+            Ok(Mark { remaining, moves })
+        })
     }
 
     /// The row written with the new epoch and wave 1's stock, the
@@ -327,17 +331,6 @@ async fn try_write(
     Ok(Written::Sold {
         left: Some(new_stock),
     })
-}
-
-/// The stock of product `id` in MySQL's row (0 without one).
-async fn stock(mysql: &MySqlPool, id: i64) -> Result<i64, BackendError> {
-    Ok(
-        sqlx::query_scalar("SELECT stock FROM products WHERE id = ?")
-            .bind(id)
-            .fetch_optional(mysql)
-            .await?
-            .unwrap_or(0),
-    )
 }
 
 /// A reset's part in MySQL, in one transaction: the product's orders,

@@ -9,7 +9,7 @@ use crate::backends::error::BackendError;
 use crate::orders::Order;
 use crate::orders::state::{OrderRow, Tally, TallyRow, Tracked, TrackedRow, column};
 use crate::product::Product;
-use crate::sale::{Book, BuyCtx, Due, StoreFuture};
+use crate::sale::{Book, BuyCtx, Due, Mark, StoreFuture};
 
 /// The order states in PostgreSQL.
 pub struct PgBook;
@@ -245,18 +245,16 @@ async fn uncount(
     Ok(())
 }
 
-/// Sets PostgreSQL's row to `stock` if it holds `expected` in this reset
-/// (see [`crate::sale::Store::set_stock`]).
-pub async fn set_stock(ctx: &BuyCtx<'_>, expected: i64, stock: i64) -> Result<bool, BackendError> {
-    let set = sqlx::query(
-        "UPDATE products SET stock = $3, version = version + 1 \
-         WHERE id = $1 AND epoch = $2 AND stock = $4",
-    )
-    .bind(ctx.product.id)
-    .bind(ctx.product.epoch)
-    .bind(stock)
-    .bind(expected)
-    .execute(&ctx.backends.pg)
-    .await?;
+/// Sets PostgreSQL's row to `stock` if nothing wrote it since `expected`
+/// was read, in this reset (see [`crate::sale::Store::set_stock`]).
+pub async fn set_stock(ctx: &BuyCtx<'_>, expected: Mark, stock: i64) -> Result<bool, BackendError> {
+    let set =
+        sqlx::query("UPDATE products SET stock = $3 WHERE id = $1 AND epoch = $2 AND version = $4")
+            .bind(ctx.product.id)
+            .bind(ctx.product.epoch)
+            .bind(stock)
+            .bind(expected.moves)
+            .execute(&ctx.backends.pg)
+            .await?;
     Ok(set.rows_affected() == 1)
 }

@@ -17,7 +17,7 @@ use crate::limit;
 use crate::orders::{INSERT_SQL, Order};
 use crate::product::shares::through;
 use crate::product::{Product, StoreKind};
-use crate::sale::{Book, BuyCtx, Rows, Store, StoreFuture, Written};
+use crate::sale::{Book, BuyCtx, Mark, Rows, Store, StoreFuture, Written};
 
 /// A product's stock in PostgreSQL's `products` row.
 pub struct PgStore;
@@ -56,7 +56,7 @@ impl Store for PgStore {
     fn set_stock<'a>(
         &'a self,
         ctx: &'a BuyCtx<'a>,
-        expected: i64,
+        expected: Mark,
         stock: i64,
     ) -> StoreFuture<'a, bool> {
         Box::pin(super::pg_book::set_stock(ctx, expected, stock))
@@ -157,19 +157,15 @@ impl Store for PgStore {
         Box::pin(count_orders(&backends.pg, product, in_stream))
     }
 
-    fn remaining<'a>(
-        &'a self,
-        backends: &'a Backends,
-        product: &'a Product,
-    ) -> StoreFuture<'a, i64> {
+    fn mark<'a>(&'a self, backends: &'a Backends, product: &'a Product) -> StoreFuture<'a, Mark> {
         Box::pin(async move {
-            Ok(
-                sqlx::query_scalar("SELECT stock FROM products WHERE id = $1")
+            let row: Option<(i64, i64)> =
+                sqlx::query_as("SELECT stock, version FROM products WHERE id = $1")
                     .bind(product.id)
                     .fetch_optional(&backends.pg)
-                    .await?
-                    .unwrap_or(0),
-            )
+                    .await?;
+            let (remaining, moves) = row.unwrap_or_default();
+            Ok(Mark { remaining, moves })
         })
     }
 

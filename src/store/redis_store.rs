@@ -21,7 +21,7 @@ use crate::orders::writer::find_in_stream;
 use crate::product::keys::RedisCell;
 use crate::product::shares::{split, through};
 use crate::product::{Product, StoreKind, keys};
-use crate::sale::{Book, BuyCtx, Rows, Store, StoreFuture, Written};
+use crate::sale::{Book, BuyCtx, Mark, Rows, Store, StoreFuture, Written};
 
 /// KEYS: stock, fence-seen. ARGV: fencing token.
 /// Records the token as the newest to touch the stock, returns the stock.
@@ -49,6 +49,7 @@ static WRITE: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
+/// KEYS: stock, waves held, epoch, moves.
 /// Adds to a counter what waves `held + 1 ..= due` release, if the counter
 /// holds fewer, in this reset. `-1`: the counter belongs to another reset.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
@@ -58,12 +59,13 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
          local due = tonumber(ARGV[2]) \
          if held >= due then return 0 end \
          redis.call('INCRBY', KEYS[1], tonumber(ARGV[3 + due]) - tonumber(ARGV[3 + held])) \
+         redis.call('INCR', KEYS[4]) \
          redis.call('SET', KEYS[2], due) \
          return 1",
     )
 });
 
-/// KEYS: stock, epoch, buyer counts, put-back marker. ARGV: epoch, order
+/// KEYS: stock, epoch, buyer counts, put-back marker, moves. ARGV: epoch, order
 /// id, buyer, whether the counter counts buyers, `once`. Puts one unit
 /// back in this reset, and (`once`) only for an order the marker set does
 /// not hold yet: 1 when put back, 0 when not.
@@ -72,21 +74,25 @@ static RESTOCK: LazyLock<Script> = LazyLock::new(|| {
         "if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end \
          if ARGV[5] == '1' and redis.call('SADD', KEYS[4], ARGV[2]) == 0 then return 0 end \
          redis.call('INCR', KEYS[1]) \
+         redis.call('INCR', KEYS[5]) \
          if ARGV[4] == '1' and tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0') > 0 \
          then redis.call('HINCRBY', KEYS[3], ARGV[3], -1) end \
          return 1",
     )
 });
 
-/// KEYS: stock, epoch. ARGV: expected stock, new stock, epoch. Sets the
-/// stock if it is the expected one and the epoch is this reset's (or gone
-/// with the rest of Redis's data, when it is written again): 1, else 0.
+/// KEYS: stock, epoch, moves. ARGV: expected moves, new stock, epoch.
+/// Sets the stock if nothing wrote it since its moves were read (the
+/// value alone could have moved and come back) and the epoch is this
+/// reset's (or gone with the rest of Redis's data, when it is written
+/// again): 1, else 0.
 static SET_IF: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
-        "if tonumber(redis.call('GET', KEYS[1]) or '0') ~= tonumber(ARGV[1]) then return 0 end \
+        "if tonumber(redis.call('GET', KEYS[3]) or '0') ~= tonumber(ARGV[1]) then return 0 end \
          local epoch = redis.call('GET', KEYS[2]) \
          if epoch and epoch ~= ARGV[3] then return 0 end \
          redis.call('SET', KEYS[1], ARGV[2]) \
+         redis.call('INCR', KEYS[3]) \
          if not epoch then redis.call('SET', KEYS[2], ARGV[3]) end \
          return 1",
     )
@@ -217,6 +223,7 @@ impl Store for RedisStore {
                     .key(&cell.key)
                     .key(cell.waves_key())
                     .key(cell.place.epoch())
+                    .key(cell.moves_key())
                     .arg(product.epoch)
                     .arg(due)
                     .arg(&through)
@@ -251,20 +258,21 @@ impl Store for RedisStore {
         Box::pin(pg_store::count_orders(&backends.pg, product, in_stream))
     }
 
-    fn remaining<'a>(
-        &'a self,
-        backends: &'a Backends,
-        _product: &'a Product,
-    ) -> StoreFuture<'a, i64> {
+    /// Each counter with its moves in one read (they share a slot).
+    fn mark<'a>(&'a self, backends: &'a Backends, _product: &'a Product) -> StoreFuture<'a, Mark> {
         Box::pin(async move {
-            let stock_keys: Vec<String> = self.cells.iter().map(|c| c.key.clone()).collect();
-            let values = backends
-                .redis
-                .get()
-                .await?
-                .get_each::<i64>(&stock_keys)
-                .await?;
-            Ok(values.into_iter().flatten().sum())
+            let mut conn = backends.redis.get().await?;
+            let mut mark = Mark::default();
+            for cell in &self.cells {
+                let (left, moves): (Option<i64>, Option<i64>) = redis::cmd("MGET")
+                    .arg(&cell.key)
+                    .arg(cell.moves_key())
+                    .query_async(&mut conn)
+                    .await?;
+                mark.remaining += left.unwrap_or(0);
+                mark.moves += moves.unwrap_or(0);
+            }
+            Ok(mark)
         })
     }
 
@@ -272,12 +280,14 @@ impl Store for RedisStore {
         let counters = self.cells.iter().map(|c| c.key.clone());
         let markers = self.cells.iter().map(RedisCell::waves_key);
         let put_back = self.cells.iter().map(RedisCell::restocked_key);
+        let moves = self.cells.iter().map(RedisCell::moves_key);
         Footprint::redis(
             [keys::fence_seen(product.id)]
                 .into_iter()
                 .chain(counters)
                 .chain(markers)
-                .chain(put_back),
+                .chain(put_back)
+                .chain(moves),
         )
     }
 
@@ -309,6 +319,7 @@ impl Store for RedisStore {
                         .key(cell.place.epoch())
                         .key(cell.place.buyers())
                         .key(cell.restocked_key())
+                        .key(cell.moves_key())
                         .arg(ctx.product.epoch)
                         .arg(order.order_id.to_string())
                         .arg(&order.user_id)
@@ -332,47 +343,32 @@ impl Store for RedisStore {
     fn set_stock<'a>(
         &'a self,
         ctx: &'a BuyCtx<'a>,
-        expected: i64,
+        expected: Mark,
         stock: i64,
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             if let [cell] = self.cells.as_slice() {
-                let set: i64 = SET_IF
-                    .key(&cell.key)
-                    .key(cell.place.epoch())
-                    .arg(expected)
-                    .arg(stock)
-                    .arg(ctx.product.epoch)
-                    .invoke_async(&mut ctx.redis.clone())
-                    .await?;
-                return Ok(set == 1);
+                return set_if(ctx, cell, expected.moves, stock).await;
             }
             // Several counters: nothing moves them while the caller holds
-            // every segment's lock, so read them all, then set each.
-            let keys: Vec<String> = self.cells.iter().map(|c| c.key.clone()).collect();
-            let mut conn = ctx.redis.clone();
-            let now: Vec<i64> = conn
+            // every segment's lock, so read their moves, then set each.
+            let keys: Vec<String> = self.cells.iter().map(RedisCell::moves_key).collect();
+            let moves: Vec<i64> = ctx
+                .redis
                 .get_each::<i64>(&keys)
                 .await?
                 .into_iter()
                 .map(|v| v.unwrap_or(0))
                 .collect();
-            if now.iter().sum::<i64>() != expected {
+            if moves.iter().sum::<i64>() != expected.moves {
                 return Ok(false);
             }
             let shares = split(stock, self.cells.len());
-            let mut set = 1;
-            for ((cell, was), share) in self.cells.iter().zip(now).zip(shares) {
-                set &= SET_IF
-                    .key(&cell.key)
-                    .key(cell.place.epoch())
-                    .arg(was)
-                    .arg(share)
-                    .arg(ctx.product.epoch)
-                    .invoke_async::<i64>(&mut conn)
-                    .await?;
+            let mut set = true;
+            for ((cell, moves), share) in self.cells.iter().zip(moves).zip(shares) {
+                set &= set_if(ctx, cell, moves, share).await?;
             }
-            if set != 1 {
+            if !set {
                 return Err(BackendError::Corrupt(
                     "a counter moved while every segment was locked".into(),
                 ));
@@ -392,6 +388,25 @@ impl Store for RedisStore {
     ) -> StoreFuture<'a, ()> {
         Box::pin(mysql_store::leave(backends, product, stale))
     }
+}
+
+/// [`SET_IF`] on one counter: `share` if its moves are still `moves`.
+async fn set_if(
+    ctx: &BuyCtx<'_>,
+    cell: &RedisCell,
+    moves: i64,
+    share: i64,
+) -> Result<bool, BackendError> {
+    let set: i64 = SET_IF
+        .key(&cell.key)
+        .key(cell.place.epoch())
+        .key(cell.moves_key())
+        .arg(moves)
+        .arg(share)
+        .arg(ctx.product.epoch)
+        .invoke_async(&mut ctx.redis.clone())
+        .await?;
+    Ok(set == 1)
 }
 
 /// The counter (0 when missing), registering `fence` when given.

@@ -5,7 +5,8 @@
 //!
 //! The shared fragments — the reset check, the per-buyer limit, recording
 //! the order in the stream — are written once here, so every script that
-//! sells records an order of the same shape.
+//! sells records an order of the same shape and counts one more write of
+//! its counter (the moves key, which reconciliation's repair compares).
 
 use redis::Script;
 
@@ -49,7 +50,7 @@ impl Written {
 /// Names every KEYS and ARGV slot of a selling script; [`run`] fills them
 /// in this order.
 pub const PRELUDE: &str = "\
-local stock_key, epoch_key, orders_key, buyers_key, fence_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] \
+local stock_key, epoch_key, orders_key, buyers_key, fence_key, moves_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] \
 local epoch, limit = ARGV[1], tonumber(ARGV[2]) \
 local order_id, product, user, strategy, served_by = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7] \
 local new_stock, fence = ARGV[8], ARGV[9] ";
@@ -70,7 +71,7 @@ pub fn selling(body: &str) -> Script {
 /// loops over them with `order_id` and `user` as locals, so [`PRELUDE`]'s
 /// shared steps read the same names.
 pub const GROUP_PRELUDE: &str = "\
-local stock_key, epoch_key, orders_key, buyers_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4] \
+local stock_key, epoch_key, orders_key, buyers_key, moves_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] \
 local epoch, limit, product, strategy, served_by = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5] \
 local first_buyer = 6 ";
 
@@ -96,6 +97,7 @@ fn expand(body: &str) -> String {
     );
     let record = format!(
         "if limit > 0 then redis.call('HINCRBY', buyers_key, user, 1) end \
+         redis.call('INCR', moves_key) \
          redis.call('XADD', orders_key, '*', '{line}', order_id .. ' ' .. product .. ' ' .. \
          epoch .. ' ' .. user .. ' ' .. strategy .. ' ' .. served_by)",
         line = fields::LINE,
@@ -140,6 +142,7 @@ pub async fn run_group(
         .key(keys::epoch(product.id))
         .key(keys::orders(product.id))
         .key(keys::buyers(product.id))
+        .key(keys::moves_of(&keys::stock(product.id)))
         .arg(product.epoch)
         .arg(product.settings.per_user_limit)
         .arg(product.id)
@@ -175,6 +178,7 @@ pub async fn run(
         .key(cell.place.orders())
         .key(cell.place.buyers())
         .key(cell.place.fence_seen())
+        .key(cell.moves_key())
         .arg(ctx.product.epoch)
         .arg(limit)
         .arg(&ctx.order.stream_args())

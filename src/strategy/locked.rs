@@ -14,7 +14,7 @@ use crate::limit;
 use crate::lock::{Lock, Reading, Waiting};
 use crate::orders::Order;
 use crate::product::Product;
-use crate::sale::BuyCtx;
+use crate::sale::{BuyCtx, Mark};
 use crate::telemetry;
 
 /// A strategy made of a lock around [`section::run`].
@@ -135,7 +135,7 @@ impl<L: Lock> Strategy for Locked<L> {
     async fn repair(
         &self,
         ctx: &BuyCtx<'_>,
-        expected: i64,
+        expected: Mark,
         stock: i64,
     ) -> Result<bool, BackendError> {
         under_lock(&self.lock, ctx, ctx.store.set_stock(ctx, expected, stock)).await

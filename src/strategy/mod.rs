@@ -45,7 +45,7 @@ use crate::info::Info;
 use crate::lock::Reading;
 use crate::orders::Order;
 use crate::product::{Product, StoreKind};
-use crate::sale::{BuyCtx, Store, Written};
+use crate::sale::{BuyCtx, Mark, Store, Written};
 use crate::store::registry;
 pub use catalogue::Catalogue;
 
@@ -166,7 +166,7 @@ pub trait Strategy: Send + Sync {
     fn repair(
         &self,
         ctx: &BuyCtx<'_>,
-        expected: i64,
+        expected: Mark,
         stock: i64,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send {
         ctx.store.set_stock(ctx, expected, stock)
@@ -233,7 +233,7 @@ pub trait Sells: Send + Sync {
     fn repair<'a>(
         &'a self,
         ctx: &'a BuyCtx<'a>,
-        expected: i64,
+        expected: Mark,
         stock: i64,
     ) -> BoxFuture<'a, Result<bool, BackendError>>;
 }
@@ -279,7 +279,7 @@ impl<S: Strategy> Sells for S {
     fn repair<'a>(
         &'a self,
         ctx: &'a BuyCtx<'a>,
-        expected: i64,
+        expected: Mark,
         stock: i64,
     ) -> BoxFuture<'a, Result<bool, BackendError>> {
         Box::pin(Strategy::repair(self, ctx, expected, stock))

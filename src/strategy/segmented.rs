@@ -38,7 +38,7 @@ use crate::orders::Order;
 use crate::product::keys::Place;
 use crate::product::keys::RedisCell;
 use crate::product::{Product, StoreKind, keys};
-use crate::sale::{BuyCtx, Store};
+use crate::sale::{BuyCtx, Mark, Store};
 use crate::store::redis_store::RedisStore;
 
 /// The segmented-stock strategy.
@@ -202,7 +202,7 @@ impl Strategy for Segmented {
     async fn repair(
         &self,
         ctx: &BuyCtx<'_>,
-        expected: i64,
+        expected: Mark,
         stock: i64,
     ) -> Result<bool, BackendError> {
         let segments = ctx.product.settings.segments.max(1);
