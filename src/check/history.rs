@@ -120,12 +120,16 @@ pub struct Event {
     /// about; for the order's later steps, the order they were on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_id: Option<Uuid>,
-    /// The instance that answered a 200.
+    /// The instance that answered a 200 (a buy, a pay, a cancel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served_by: Option<String>,
     /// The stock left after a 200's sale, where the strategy tells it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stock_left: Option<i64>,
+    /// A hold's due time (ms since the Unix epoch) as its 200 said: an
+    /// outside checker need not derive it from the order id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pay_by_ms: Option<u64>,
 }
 
 /// A line of the file.
@@ -245,6 +249,7 @@ mod tests {
                 order_id: Some(Uuid::now_v7()),
                 served_by: Some("instance-a".into()),
                 stock_left: Some(0),
+                pay_by_ms: Some(1_700_000_000_000),
             }],
         };
         append(&path, &race(1)).unwrap();

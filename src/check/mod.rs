@@ -162,6 +162,10 @@ pub struct Verdict {
     pub unknown: u64,
     /// Of those, how many did sell (their order is in the ledger).
     pub unknown_sold: u64,
+    /// The most orders that kept a unit at one instant, for every race
+    /// (a safe one's oversell is this past the stock; an unsafe one's,
+    /// such as a naive give-back's, is reported from it too).
+    pub peak_kept: u64,
 }
 
 /// An order row as [`OrderDbs::orders`] reads it.
@@ -373,21 +377,29 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
     life_rules(orders, &seen, &mut violations);
 
     let info = &race.race;
+    let peak_kept = peak_keeping(info, orders, &seen);
     if info.safe {
-        safe_rules(info, orders, &seen, &mut violations);
+        safe_rules(info, orders, peak_kept, &seen, &mut violations);
     }
     Verdict {
         history_ok: violations.0.is_empty(),
         violations: violations.0,
         unknown: seen.unknown,
         unknown_sold,
+        peak_kept,
     }
 }
 
 /// The rules of a strategy that claims never to oversell.
-fn safe_rules(info: &history::Race, orders: &[Order], seen: &Seen, violations: &mut Violations) {
+fn safe_rules(
+    info: &history::Race,
+    orders: &[Order],
+    peak_kept: u64,
+    seen: &Seen,
+    violations: &mut Violations,
+) {
     let holds = info.pay_within_ms > 0;
-    let over = (peak_keeping(info, orders, seen) as i64 - info.initial).max(0) as u64;
+    let over = (peak_kept as i64 - info.initial).max(0) as u64;
     violations.count("oversold", over);
     if holds {
         let given_back = |o: &&Order| o.paid && o.state.as_deref() != Some("paid");
@@ -534,6 +546,7 @@ mod tests {
             order_id: id,
             served_by: None,
             stock_left: left,
+            pay_by_ms: None,
         }
     }
 
@@ -624,6 +637,8 @@ mod tests {
         );
         let verdict = judge(&history, &[order(a, "x"), order(b, "y")]);
         assert!(verdict.history_ok, "{verdict:?}");
+        // Not a violation, but reported: two units kept of one.
+        assert_eq!(verdict.peak_kept, 2, "{verdict:?}");
         let wrong = judge(&history, &[order(a, "y"), order(b, "y")]);
         assert_eq!(wrong.violations.get("wrong_buyer"), Some(&1));
     }

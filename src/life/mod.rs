@@ -44,6 +44,9 @@ pub struct OrderView {
     /// the Unix epoch) the hold is overdue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pay_by_ms: Option<u64>,
+    /// The instance that answered, as a buy's 200 names it: a history of
+    /// the order's steps says where each one ran.
+    pub served_by: String,
 }
 
 /// Why an order's request was refused.
@@ -133,7 +136,7 @@ fn recent(shop: &Shop, order_id: Uuid) -> bool {
 }
 
 /// The buyer's view of `tracked`.
-fn view_of(tracked: &Tracked, listed: &Listed) -> OrderView {
+fn view_of(shop: &Shop, tracked: &Tracked, listed: &Listed) -> OrderView {
     let within = listed.product.settings.pay_within_ms;
     let status = tracked.status(within > 0);
     OrderView {
@@ -143,13 +146,14 @@ fn view_of(tracked: &Tracked, listed: &Listed) -> OrderView {
         pay_by_ms: (within > 0)
             .then(|| pay_by_ms(tracked.order.order_id, within))
             .flatten(),
+        served_by: shop.instance.clone(),
     }
 }
 
 /// `GET /orders/{id}`: the buyer's order.
 pub async fn view(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, Refused> {
     let (tracked, listed) = locate(shop, order_id, buyer).await?;
-    Ok(view_of(&tracked, &listed))
+    Ok(view_of(shop, &tracked, &listed))
 }
 
 /// `POST /orders/{id}/pay`: held → paid, before the due time (under the
@@ -158,9 +162,9 @@ pub async fn view(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView,
 pub async fn pay(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, Refused> {
     let (tracked, listed) = locate(shop, order_id, buyer).await?;
     let settings = &listed.product.settings;
-    match view_of(&tracked, &listed).status {
+    match view_of(shop, &tracked, &listed).status {
         Status::Held => {}
-        Status::Paid => return Ok(view_of(&tracked, &listed)),
+        Status::Paid => return Ok(view_of(shop, &tracked, &listed)),
         Status::Expired => {
             noted(shop, &listed, "late_payment", 1);
             return Err(Refused::Expired);
@@ -189,9 +193,9 @@ pub async fn pay(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, 
 /// order again is answered as expired.
 pub async fn cancel(shop: &Shop, order_id: Uuid, buyer: &str) -> Result<OrderView, Refused> {
     let (tracked, listed) = locate(shop, order_id, buyer).await?;
-    match view_of(&tracked, &listed).status {
+    match view_of(shop, &tracked, &listed).status {
         Status::Held => {}
-        Status::Expired => return Ok(view_of(&tracked, &listed)),
+        Status::Expired => return Ok(view_of(shop, &tracked, &listed)),
         status => return Err(Refused::NotHeld(status)),
     }
     let book = listed.store.book();
@@ -236,7 +240,7 @@ async fn settled(
         .find(&shop.backends, order_id)
         .await?
         .ok_or(Refused::Unknown)?;
-    let view = view_of(&tracked, listed);
+    let view = view_of(shop, &tracked, listed);
     match view.status {
         status if status == wanted => Ok(view),
         Status::Expired => Err(Refused::Expired),

@@ -119,6 +119,7 @@ impl Attempt {
             order_id: answer.order_id,
             served_by: answer.served_by.clone(),
             stock_left: answer.stock_left,
+            pay_by_ms: answer.pay_by_ms,
         }
     }
 }

@@ -112,6 +112,8 @@ pub struct OrderAnswer {
     /// A 200's order status (`held`, `paid`, `expired`, `sold`), else the
     /// error code (`expired`, `not_held`, …, or `transport`).
     pub said: String,
+    /// The instance that answered a 200.
+    pub served_by: Option<String>,
 }
 
 impl OrderAnswer {
@@ -121,6 +123,7 @@ impl OrderAnswer {
         let mut answer = Answer::step(self.status, &self.said, order);
         if self.status == 200 {
             answer.code = None;
+            answer.served_by.clone_from(&self.served_by);
         }
         answer
     }
@@ -136,6 +139,7 @@ struct Said<'a> {
     #[serde(borrow)]
     served_by: Option<Cow<'a, str>>,
     stock_left: Option<i64>,
+    pay_by_ms: Option<u64>,
     #[serde(borrow)]
     code: Option<Cow<'a, str>>,
     opens_at_ms: Option<u64>,
@@ -158,6 +162,8 @@ pub struct Answer {
     pub stock_left: Option<i64>,
     /// With `not_started`: when the sale opens (ms since the Unix epoch).
     pub opens_at_ms: Option<u64>,
+    /// A hold's due time (ms since the Unix epoch), as its 200 says.
+    pub pay_by_ms: Option<u64>,
 }
 
 impl Answer {
@@ -182,6 +188,7 @@ impl Answer {
             served_by: None,
             stock_left: None,
             opens_at_ms: None,
+            pay_by_ms: None,
         }
     }
 
@@ -201,6 +208,7 @@ impl Answer {
                 served_by: said.served_by.map(Cow::into_owned),
                 stock_left: said.stock_left,
                 opens_at_ms: None,
+                pay_by_ms: said.pay_by_ms,
             };
         }
         let error = said.error.unwrap_or_default();
@@ -366,6 +374,7 @@ impl Target {
             return OrderAnswer {
                 status: 0,
                 said: "transport".into(),
+                served_by: None,
             };
         };
         let status = response.status().as_u16();
@@ -375,7 +384,12 @@ impl Target {
             (_, Some(code)) => code.to_owned(),
             _ => format!("http_{status}"),
         };
-        OrderAnswer { status, said }
+        let served_by = json["served_by"].as_str().map(str::to_owned);
+        OrderAnswer {
+            status,
+            said,
+            served_by,
+        }
     }
 
     /// `POST /admin/reconcile`: every product's drift (or `product`'s),

@@ -16,6 +16,7 @@ use super::life::{LifeOutcome, Payer};
 use crate::check::history::{self, Completion, Op, RaceHistory};
 use crate::check::{self, Verdict};
 use crate::ledger::Ledger;
+use crate::product::life::Giveback;
 use crate::product::{MAX_WAVES, ResetRequest, Settings, now_ms};
 
 /// One race's settings.
@@ -45,7 +46,7 @@ pub struct RaceSpec {
 }
 
 /// One line of the comparison, as `seckill race --json` writes it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Row {
     /// Strategy id.
     pub strategy: String,
@@ -55,7 +56,9 @@ pub struct Row {
     pub sold: i64,
     /// 200s the clients saw.
     pub client_ok: i64,
-    /// `max(0, sold - initial)`.
+    /// Units kept past the stock: the ledger's `max(0, kept - initial)`
+    /// at the end, or, where the history was checked, the most kept at
+    /// one instant past the stock, whichever is more.
     pub oversold: i64,
     /// Decrements that vanished.
     pub lost_updates: i64,
@@ -89,6 +92,16 @@ pub struct Row {
     /// With holds (`pay_within_ms`): what became of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub life: Option<LifeOutcome>,
+}
+
+impl Row {
+    /// Whether this race is held to the no-oversell rules: its strategy
+    /// is safe and, with holds, its give-back checks the due time (the
+    /// naive job oversells by design, under any strategy).
+    pub fn expected_safe(&self, safe: &[String]) -> bool {
+        let naive = |life: &LifeOutcome| life.giveback == Giveback::NaiveCron.as_str();
+        safe.contains(&self.strategy) && !self.life.as_ref().is_some_and(naive)
+    }
 }
 
 /// Who checks a race's history, and where it is kept: the orders'
@@ -230,6 +243,11 @@ pub async fn settled_row(
         row.history_ok = Some(verdict.history_ok);
         row.violations = verdict.violations;
         row.unknown_sold = verdict.unknown_sold as i64;
+        // The ledger counts what is kept at the end; the history sees the
+        // instant more were kept than the stock (a naive give-back's late
+        // payment), whatever the strategy claims.
+        let at_peak = verdict.peak_kept as i64 - row.initial;
+        row.oversold = row.oversold.max(at_peak);
     }
     Ok(row)
 }
