@@ -17,7 +17,7 @@
 
 use std::sync::LazyLock;
 
-use redis::{AsyncCommands, Script};
+use redis::Script;
 use sqlx::{MySqlConnection, PgConnection};
 
 use crate::backends::error::BackendError;
@@ -111,6 +111,18 @@ pub async fn claim_at_home(ctx: &BuyCtx<'_>) -> Result<bool, BackendError> {
     Ok(claimed == 1)
 }
 
+/// KEYS: buyer counts. ARGV: buyer. One unit less for the buyer; a count
+/// back at 0 leaves no field (on a sold-out `segmented` product every
+/// try is a claim and a give-back: a field each would keep every buyer
+/// who ever tried).
+static GIVE_BACK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local left = redis.call('HINCRBY', KEYS[1], ARGV[1], -1) \
+         if left <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end \
+         return left",
+    )
+});
+
 /// Returns a unit claimed by [`claim_at_home`] whose sale surely did not
 /// happen. Best effort: if Redis does not take it back, the buyer stays
 /// one unit short of the limit.
@@ -118,10 +130,10 @@ pub async fn give_back(ctx: &BuyCtx<'_>) {
     if ctx.product.settings.per_user_limit == 0 {
         return;
     }
-    let returned: Result<i64, _> = ctx
-        .redis
-        .clone()
-        .hincr(keys::buyers(ctx.product.id), &ctx.order.user_id, -1)
+    let returned: Result<i64, _> = GIVE_BACK
+        .key(keys::buyers(ctx.product.id))
+        .arg(&ctx.order.user_id)
+        .invoke_async(&mut ctx.redis.clone())
         .await;
     if let Err(error) = returned {
         tracing::warn!(%error, product = ctx.product.id, "a claimed unit was not given back");

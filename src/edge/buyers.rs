@@ -29,7 +29,7 @@ pub struct BuyerBucket {
 
 impl BuyerBucket {
     /// Buckets refilled at `per_sec` holding `burst`; `None` when
-    /// `per_sec` is 0 (off). Its stale entries are swept every minute
+    /// `per_sec` is 0 (off). Its stale entries are swept every two seconds
     /// until it is dropped.
     pub fn new(per_sec: u64, burst: u32) -> Option<Self> {
         if per_sec == 0 {
@@ -40,7 +40,7 @@ impl BuyerBucket {
             .expect("a non-zero period")
             .allow_burst(burst);
         let limiter = Arc::new(RateLimiter::keyed(quota));
-        super::sweep_every_minute(&limiter);
+        super::keep_swept(&limiter);
         Some(Self {
             limiter,
             clock: DefaultClock::default(),

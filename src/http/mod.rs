@@ -215,8 +215,8 @@ fn routes(state: Option<&AppState>) -> OpenApiRouter<AppState> {
 }
 
 /// The per-client bucket (and the global one, when configured) around the
-/// buy handler. Stale per-client entries are swept every minute so the
-/// limiter's memory follows the active clients, not every client ever.
+/// buy handler. Stale per-client entries are swept every two seconds so
+/// the limiter's memory follows the active clients, not every client ever.
 fn rate_limited(route: MethodRouter<AppState>, edge: &EdgeArgs) -> MethodRouter<AppState> {
     let per_client = GovernorConfigBuilder::default()
         .key_extractor(ClientIp::new(&edge.trusted_proxies))
@@ -224,7 +224,7 @@ fn rate_limited(route: MethodRouter<AppState>, edge: &EdgeArgs) -> MethodRouter<
         .burst_size(edge.rate_burst.max(1))
         .finish()
         .expect("a non-zero period and burst always make a config");
-    edge::sweep_every_minute(per_client.limiter());
+    edge::keep_swept(per_client.limiter());
     let mut route = route.layer(GovernorLayer::new(per_client).error_handler(edge::governor_error));
     if edge.global_rate_per_sec > 0 {
         let global = GovernorConfigBuilder::default()

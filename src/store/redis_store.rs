@@ -76,7 +76,8 @@ static RESTOCK: LazyLock<Script> = LazyLock::new(|| {
          redis.call('INCR', KEYS[1]) \
          redis.call('INCR', KEYS[5]) \
          if ARGV[4] == '1' and tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0') > 0 \
-         then redis.call('HINCRBY', KEYS[3], ARGV[3], -1) end \
+         and redis.call('HINCRBY', KEYS[3], ARGV[3], -1) <= 0 \
+         then redis.call('HDEL', KEYS[3], ARGV[3]) end \
          return 1",
     )
 });

@@ -110,3 +110,32 @@ async fn a_buyer_at_the_limit_is_refused_without_queueing_for_the_lock() {
         assert_eq!(bob.await.expect("bob"), BuyResult::Ok);
     }
 }
+
+/// `segmented` claims each buyer's unit at the product's home before it
+/// tries a segment, and gives it back when nothing sold: a buyer refused
+/// leaves no count behind. (Each left a field at 0 before, so a flood of
+/// fresh buyer ids on a sold-out product grew Redis without bound.) With
+/// 50 ms in each segment's section, all 40 buyers claim before the 4
+/// units are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_buyers_leave_no_count_behind() {
+    let lab = shared();
+    let gateway = lab.gateway();
+    let id = 1150;
+    let body = json!({"stock": 4, "strategy": "segmented", "segments": 4,
+                      "per_user_limit": 1, "work_ms": 50});
+    gateway.reset(id, &body).await.expect("reset");
+    let buyers: Vec<String> = (0..40).map(|n| format!("counted-{n}")).collect();
+    let results = join_all(buyers.iter().map(|b| gateway.buy(id, b))).await;
+    let sold = results.iter().filter(|r| **r == BuyResult::Ok).count();
+    assert!(sold <= 4, "{results:?}");
+    let redis = redis::Client::open(lab.info.redis_url.as_str()).expect("redis");
+    let mut conn = redis
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let counted: usize = redis::AsyncCommands::hlen(&mut conn, seckill::product::keys::buyers(id))
+        .await
+        .expect("hlen");
+    assert_eq!(counted, sold, "{results:?}");
+}
