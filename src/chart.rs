@@ -1,7 +1,10 @@
 //! The comparison as an SVG bar chart: one row per race (or product), the
-//! stock as a grey track, the units sold within it in green and the units
-//! sold beyond it — the oversell — in red past the track's end, with
-//! throughput, p99 and the scenario's verdict beside it.
+//! stock as a grey track, the units kept within it in green and the units
+//! kept beyond it — the oversell — in red past the track's end, with
+//! throughput, p99 and the scenario's verdict beside it. A unit is kept by
+//! an order that holds it: every order, or with holds the held and paid
+//! ones; a hold given back is told apart in the numbers, never drawn as a
+//! sale past the stock (a unit held, given back and sold again is one).
 //!
 //! One renderer for every place the chart appears: `seckill report`'s HTML
 //! and SVG files, and the live dashboard (which fetches
@@ -22,9 +25,11 @@ pub struct Bar {
     pub strategy: String,
     /// Stock at the reset.
     pub initial: i64,
-    /// Orders recorded.
-    pub sold: i64,
-    /// Orders beyond the stock.
+    /// Units the orders keep (the ledger's `kept`).
+    pub kept: i64,
+    /// With holds: units given back on sale (`None` without holds).
+    pub given_back: Option<i64>,
+    /// Units kept beyond the stock.
     pub oversold: i64,
     /// Requests per second, when a driver measured it.
     pub rps: Option<f64>,
@@ -59,7 +64,8 @@ impl Bar {
             label: format!("{} #{}", ledger.strategy, ledger.id),
             strategy: ledger.strategy.clone(),
             initial: ledger.initial,
-            sold: ledger.sold,
+            kept: ledger.kept,
+            given_back: (ledger.settings.pay_within_ms > 0).then_some(ledger.returned),
             oversold: ledger.oversold,
             rps: None,
             p99_ms: None,
@@ -90,7 +96,7 @@ const TOP: f64 = 44.0;
 /// The largest stock or sale of any bar: the length the bars are drawn to.
 fn scale_max(bars: &[Bar]) -> f64 {
     bars.iter()
-        .map(|b| b.initial.max(b.sold))
+        .map(|b| b.initial.max(b.kept))
         .max()
         .unwrap_or(1)
         .max(1) as f64
@@ -142,7 +148,7 @@ pub fn svg(title: &str, bars: &[Bar]) -> String {
 fn legend(out: &mut String, label_w: f64) {
     let items = [
         (TRACK, "stock"),
-        (SOLD, "sold within stock"),
+        (SOLD, "kept within stock"),
         (OVERSOLD, "oversold"),
     ];
     let mut x = label_w;
@@ -157,15 +163,16 @@ fn legend(out: &mut String, label_w: f64) {
 }
 
 fn row(out: &mut String, bar: &Bar, y: f64, unit: f64, label_w: f64) {
-    let within = bar.sold.min(bar.initial).max(0) as f64;
-    let beyond = (bar.sold - bar.initial).max(0) as f64;
+    let within = bar.kept.min(bar.initial).max(0) as f64;
+    let beyond = (bar.kept - bar.initial).max(0) as f64;
     let _ = write!(
         out,
-        r#"<g class="bar" data-label="{label}" data-strategy="{strategy}" data-initial="{initial}" data-sold="{sold}" data-oversold="{oversold}">"#,
+        r#"<g class="bar" data-label="{label}" data-strategy="{strategy}" data-initial="{initial}" data-kept="{kept}" data-given-back="{given_back}" data-oversold="{oversold}">"#,
         label = escape(&bar.label),
         strategy = escape(&bar.strategy),
         initial = bar.initial,
-        sold = bar.sold,
+        kept = bar.kept,
+        given_back = bar.given_back.unwrap_or(0),
         oversold = bar.oversold,
     );
     let _ = write!(
@@ -219,20 +226,21 @@ pub fn svg_narrow(title: &str, bars: &[Bar]) -> String {
         let numbers = wrap(&describe(bar), chars);
         let _ = write!(
             rows,
-            r#"<g class="bar-narrow" data-label="{label}" data-strategy="{strategy}" data-initial="{initial}" data-sold="{sold}" data-oversold="{oversold}">"#,
+            r#"<g class="bar-narrow" data-label="{label}" data-strategy="{strategy}" data-initial="{initial}" data-kept="{kept}" data-given-back="{given_back}" data-oversold="{oversold}">"#,
             label = escape(&bar.label),
             strategy = escape(&bar.strategy),
             initial = bar.initial,
-            sold = bar.sold,
+            kept = bar.kept,
+            given_back = bar.given_back.unwrap_or(0),
             oversold = bar.oversold,
         );
         for line in &label {
             y += LINE_H;
             let _ = write!(rows, r#"<text x="8" y="{y}">{}</text>"#, escape(line));
         }
-        let within = bar.sold.min(bar.initial).max(0) as f64 * unit;
+        let within = bar.kept.min(bar.initial).max(0) as f64 * unit;
         let track = bar.initial.max(0) as f64 * unit;
-        let beyond = (bar.sold - bar.initial).max(0) as f64 * unit;
+        let beyond = (bar.kept - bar.initial).max(0) as f64 * unit;
         let by = y + 4.0;
         let _ = write!(
             rows,
@@ -308,7 +316,10 @@ fn wrap(text: &str, chars: usize) -> Vec<String> {
 
 /// The numbers beside a bar.
 fn describe(bar: &Bar) -> String {
-    let mut parts = vec![format!("{}/{} sold", bar.sold, bar.initial)];
+    let mut parts = vec![match bar.given_back {
+        None => format!("{}/{} sold", bar.kept, bar.initial),
+        Some(back) => format!("{}/{} kept · {back} given back", bar.kept, bar.initial),
+    }];
     if bar.oversold > 0 {
         parts.push(format!("+{} oversold", bar.oversold));
     }
@@ -336,13 +347,14 @@ pub fn escape(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn bar(strategy: &str, initial: i64, sold: i64) -> Bar {
+    fn bar(strategy: &str, initial: i64, kept: i64) -> Bar {
         Bar {
             label: strategy.into(),
             strategy: strategy.into(),
             initial,
-            sold,
-            oversold: (sold - initial).max(0),
+            kept,
+            given_back: None,
+            oversold: (kept - initial).max(0),
             rps: Some(1000.0),
             p99_ms: Some(12.0),
             verdict: None,
@@ -355,9 +367,24 @@ mod tests {
         assert_eq!(chart.matches(r#"class="bar""#).count(), 2);
         assert_eq!(chart.matches(OVERSOLD).count(), 2, "legend + naive only");
         assert!(chart.contains(
-            r#"data-strategy="naive" data-initial="100" data-sold="250" data-oversold="150""#
+            r#"data-strategy="naive" data-initial="100" data-kept="250" data-given-back="0" data-oversold="150""#
         ));
         assert!(chart.contains("+150 oversold"));
+    }
+
+    /// With holds, 33 holds made on 30 units, 20 given back and sold
+    /// again, nothing kept past the stock: no red but the legend's, and
+    /// the numbers say what is kept and what went back.
+    #[test]
+    fn holds_given_back_are_not_drawn_as_sales_past_the_stock() {
+        let held = Bar {
+            given_back: Some(20),
+            ..bar("redis-lua", 30, 13)
+        };
+        let chart = svg("t", std::slice::from_ref(&held));
+        assert_eq!(chart.matches(OVERSOLD).count(), 1, "the legend only");
+        assert!(chart.contains("13/30 kept · 20 given back"), "{chart}");
+        assert!(svg_narrow("t", &[held]).contains("given back"));
     }
 
     /// The numbers of an oversold bar ran past the right edge (`… · p99

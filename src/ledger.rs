@@ -42,6 +42,11 @@ pub struct Ledger {
     /// Orders recorded since the last reset, wherever they are: every
     /// 200 (with `pay_within_ms`, every hold, whatever became of it).
     pub sold: i64,
+    /// Units the orders keep, what is measured against the stock: every
+    /// order, or with `pay_within_ms` the held and paid ones (a hold
+    /// given back kept nothing, and its unit sold again is counted once).
+    #[serde(default)]
+    pub kept: i64,
     /// With `pay_within_ms`: orders holding their unit, waiting for
     /// payment (0 otherwise).
     #[serde(default)]
@@ -148,6 +153,7 @@ pub async fn compute(
             initial: product.initial,
             on_sale,
             sold,
+            kept,
             held,
             paid,
             expired: life.expired,

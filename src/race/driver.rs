@@ -52,8 +52,13 @@ pub struct Row {
     pub strategy: String,
     /// Stock at the reset.
     pub initial: i64,
-    /// Orders recorded (the ledger).
+    /// Orders recorded (the ledger): with holds, every hold made, those
+    /// given back and sold again included.
     pub sold: i64,
+    /// Units the orders keep at the end (the ledger's `kept`): `sold`, or
+    /// with holds the held and paid ones. What the stock is measured by.
+    #[serde(default)]
+    pub kept: i64,
     /// 200s the clients saw.
     pub client_ok: i64,
     /// Units kept past the stock: the ledger's `max(0, kept - initial)`
@@ -420,6 +425,7 @@ fn summarize(ledger: &Ledger, attempts: &[Attempt], elapsed: Duration) -> Row {
     let mut row = answered(&ledger.strategy, attempts, elapsed);
     row.initial = ledger.initial;
     row.sold = ledger.sold;
+    row.kept = ledger.kept;
     row.oversold = ledger.oversold;
     row.lost_updates = ledger.lost_updates;
     row.remaining = ledger.remaining;
@@ -450,22 +456,13 @@ fn answered(strategy: &str, attempts: &[Attempt], elapsed: Duration) -> Row {
     latencies.sort();
     Row {
         strategy: strategy.to_owned(),
-        initial: 0,
-        sold: 0,
         client_ok,
-        oversold: 0,
-        lost_updates: 0,
-        remaining: 0,
         rps: round2(attempts.len() as f64 / elapsed.as_secs_f64().max(1e-9)),
         p50_ms: percentile_ms(&latencies, 0.50),
         p99_ms: percentile_ms(&latencies, 0.99),
         errors,
         unknown,
-        history_ok: None,
-        violations: BTreeMap::new(),
-        unknown_sold: 0,
-        opening: None,
-        life: None,
+        ..Row::default()
     }
 }
 

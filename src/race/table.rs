@@ -9,9 +9,10 @@ use super::scenario::ScenarioRow;
 type Column = (&'static str, usize, bool);
 
 /// The columns every table shares, after its own leading ones.
-const RACE: [Column; 11] = [
+const RACE: [Column; 12] = [
     ("initial", 7, false),
     ("sold", 7, false),
+    ("kept", 7, false),
     ("client_ok", 9, false),
     ("unknown", 7, false),
     ("history", 7, true),
@@ -28,6 +29,7 @@ fn race_cells(row: &Row) -> Vec<String> {
     vec![
         row.initial.to_string(),
         row.sold.to_string(),
+        row.kept.to_string(),
         row.client_ok.to_string(),
         row.unknown.to_string(),
         match row.history_ok {
@@ -119,6 +121,11 @@ pub fn render(rows: &[Row], safe: &[String]) -> String {
         .collect();
     let mut out = layout(&columns, " errors", &lines);
     out.push_str("* = expected safe (must not oversell)\n");
+    if rows.iter().any(|r| r.life.is_some()) {
+        out.push_str(
+            "with holds: sold = holds made, kept = held + paid (what the stock is measured by)\n",
+        );
+    }
     out
 }
 

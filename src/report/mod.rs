@@ -102,6 +102,10 @@ struct RaceLine {
     strategy: String,
     initial: i64,
     sold: i64,
+    /// Absent from a file written before it was: then every order kept.
+    kept: Option<i64>,
+    /// With holds.
+    life: Option<LifeLine>,
     oversold: i64,
     rps: f64,
     p99_ms: f64,
@@ -113,6 +117,12 @@ struct RaceLine {
     expected: String,
     #[serde(default)]
     met: bool,
+}
+
+/// What the chart reads of a race's order life.
+#[derive(Debug, Deserialize)]
+struct LifeLine {
+    returned: i64,
 }
 
 impl From<RaceLine> for Bar {
@@ -136,7 +146,8 @@ impl From<RaceLine> for Bar {
             label,
             strategy: line.strategy,
             initial: line.initial,
-            sold: line.sold,
+            kept: line.kept.unwrap_or(line.sold),
+            given_back: line.life.map(|life| life.returned),
             oversold: line.oversold,
             rps: Some(line.rps),
             p99_ms: Some(line.p99_ms),
@@ -175,7 +186,10 @@ pub fn html(title: &str, bars: &[Bar]) -> String {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>{verdict}</tr>\n",
             escape(&bar.label),
             bar.initial,
-            bar.sold,
+            match bar.given_back {
+                None => bar.kept.to_string(),
+                Some(back) => format!("{} ({back} given back)", bar.kept),
+            },
             if bar.oversold > 0 { "missed" } else { "" },
             bar.oversold,
             number(bar.rps),
@@ -198,7 +212,7 @@ pub fn html(title: &str, bars: &[Bar]) -> String {
          @media (max-width:700px){{body{{margin:1em}}.wide{{display:none}}.narrow{{display:block}}\
          table{{width:100%;table-layout:fixed}}td,th{{padding:2px 3px;font-size:12px}}}}</style></head>\n<body>\n\
          <div class=\"wide\">{svg}</div>\n<div class=\"narrow\">{narrow}</div>\n\
-         <table><tr><th>race</th><th>initial</th><th>sold</th><th>oversold</th><th>rps</th><th>p99 ms</th>{verdict_head}</tr>\n{rows}</table>\n\
+         <table><tr><th>race</th><th>initial</th><th>kept</th><th>oversold</th><th>rps</th><th>p99 ms</th>{verdict_head}</tr>\n{rows}</table>\n\
          </body></html>\n",
         t = escape(title),
         svg = chart::svg(title, bars),

@@ -260,26 +260,13 @@ fn merge(rows: Vec<Row>) -> Row {
     let n = rows.len().max(1) as f64;
     let mut merged = Row {
         strategy: rows.first().map(|r| r.strategy.clone()).unwrap_or_default(),
-        initial: 0,
-        sold: 0,
-        client_ok: 0,
-        oversold: 0,
-        lost_updates: 0,
-        remaining: 0,
-        rps: 0.0,
-        p50_ms: 0.0,
-        p99_ms: 0.0,
-        errors: BTreeMap::new(),
-        unknown: 0,
         history_ok: Some(true),
-        violations: BTreeMap::new(),
-        unknown_sold: 0,
-        opening: None,
-        life: None,
+        ..Row::default()
     };
     for row in rows {
         merged.initial += row.initial;
         merged.sold += row.sold;
+        merged.kept += row.kept;
         merged.client_ok += row.client_ok;
         merged.oversold += row.oversold;
         merged.lost_updates += row.lost_updates;
