@@ -535,6 +535,37 @@ async fn a_repair_between_a_give_back_and_a_sale_sells_nothing_held() {
     futures::future::join_all(stages).await;
 }
 
+/// An operator whose `reconcile --repair` hangs up (a closed terminal, a
+/// proxy's timeout) while the repair waits in its `repair_pause_ms` gaps:
+/// the repair runs to its end all the same, and the stranded unit is back
+/// on sale. (In the request's own future it was dropped with the
+/// connection, leaving the drift.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repair_whose_caller_hangs_up_still_repairs() {
+    let lab = shared();
+    let (gateway, base) = (lab.gateway(), lab.info.gateway_url.as_str());
+    let id = 2475;
+    let mut body = reset_body("redis-lua", None, json!({"repair_pause_ms": 1_500}));
+    body["stock"] = json!(5);
+    gateway.reset(id, &body).await.expect("reset");
+    let (status, _, sold) = raw_buy(base, id, "before-the-repair", None).await;
+    assert_eq!(status, 200, "{sold}");
+    strand_one(id, "redis-lua", None).await;
+    let hung = http()
+        .post(format!("{base}/admin/reconcile?repair=true&product={id}"))
+        .bearer_auth(&lab.info.admin_token)
+        .timeout(Duration::from_secs(1))
+        .send()
+        .await;
+    assert!(
+        hung.as_ref().is_err_and(|e| e.is_timeout()),
+        "the repair must still be running after 1 s: {hung:?}"
+    );
+    until_remaining(id, 4).await;
+    let ledger = gateway.ledger(id).await.expect("ledger");
+    assert_eq!((ledger.remaining, ledger.stranded), (4, 0), "{ledger:?}");
+}
+
 /// A race of holders who pay, cancel or walk away (the payer model of
 /// `seckill race --pay-ratio`), on every seller: the history holds every
 /// kind of step, and the check — paid + held within the stock at every
