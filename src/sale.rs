@@ -110,7 +110,8 @@ pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T, BackendError>>;
 /// A stock as reconciliation reads it: the value, and how many times it
 /// was written — every sale, put-back, wave and repair adds one in the
 /// same atomic step as its write (a Redis script's `INCR` beside the
-/// counter; the row's `version`, bumped by a trigger on every update). A
+/// counter; the row's `version`, bumped by a trigger on every update in
+/// PostgreSQL and by every statement that writes MySQL's stock). A
 /// value can come back to what it was; the moves cannot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Mark {

@@ -31,7 +31,10 @@ impl Node {
 }
 
 /// Starts a redis-server named `name` on a free port, its files under
-/// `dir/name`, with `extra` arguments, and waits until it answers.
+/// `dir/name`, with `extra` arguments, and waits until it answers. A
+/// cluster node gets a free port of its own for the cluster bus too:
+/// left to its default, port + 10000, the bus lands on a port nothing
+/// reserved, which another lab's server may hold.
 pub async fn node(
     dir: &Path,
     name: &str,
@@ -39,8 +42,12 @@ pub async fn node(
     extra: &[String],
 ) -> anyhow::Result<Node> {
     let port = free_port()?;
+    let mut extra = extra.to_vec();
+    if extra.iter().any(|a| a == "--cluster-enabled") {
+        extra.extend(["--cluster-port".to_owned(), free_port()?.to_string()]);
+    }
     let mut node = Node {
-        process: start_with(&dir.join(name), name, port, mode, extra)?,
+        process: start_with(&dir.join(name), name, port, mode, &extra)?,
         addr: loopback(port),
     };
     let url = node.url();

@@ -316,13 +316,15 @@ async fn uncount(
 /// Sets MySQL's row to `stock` if nothing wrote it since `expected` was
 /// read, in this reset (see [`crate::sale::Store::set_stock`]).
 pub async fn set_stock(ctx: &BuyCtx<'_>, expected: Mark, stock: i64) -> Result<bool, BackendError> {
-    let set =
-        sqlx::query("UPDATE products SET stock = ? WHERE id = ? AND epoch = ? AND version = ?")
-            .bind(stock)
-            .bind(ctx.product.id)
-            .bind(ctx.product.epoch)
-            .bind(expected.moves)
-            .execute(ctx.backends.mysql()?)
-            .await?;
+    let set = sqlx::query(
+        "UPDATE products SET stock = ?, version = version + 1 \
+             WHERE id = ? AND epoch = ? AND version = ?",
+    )
+    .bind(stock)
+    .bind(ctx.product.id)
+    .bind(ctx.product.epoch)
+    .bind(expected.moves)
+    .execute(ctx.backends.mysql()?)
+    .await?;
     Ok(set.rows_affected() == 1)
 }

@@ -223,7 +223,7 @@ async fn transaction(ctx: &BuyCtx<'_>) -> Result<Written, BackendError> {
         return Ok(Written::SoldOut);
     }
     ctx.work().await;
-    sqlx::query("UPDATE products SET stock = ? WHERE id = ?")
+    sqlx::query("UPDATE products SET stock = ?, version = version + 1 WHERE id = ?")
         .bind(stock - 1)
         .bind(product.id)
         .execute(&mut *tx)

@@ -150,7 +150,8 @@ impl Store for MysqlStore {
             let through = &through(product.initial, product.settings.waves, 1)[0];
             sqlx::query(
                 "UPDATE products SET stock = stock + ? - JSON_EXTRACT(?, CONCAT('$[', waves_released, ']')), \
-                 waves_released = ? WHERE id = ? AND epoch = ? AND waves_released < ?",
+                 waves_released = ?, version = version + 1 \
+                 WHERE id = ? AND epoch = ? AND waves_released < ?",
             )
             .bind(through[due as usize])
             .bind(serde_json::to_string(through).unwrap_or_default())
@@ -300,7 +301,8 @@ async fn try_write(
     // Found rows, not changed rows: a lost update that writes the value
     // already there still matches.
     let updated = sqlx::query(
-        "UPDATE products SET stock = ? WHERE id = ? AND epoch = ? AND (? IS NULL OR fence <= ?)",
+        "UPDATE products SET stock = ?, version = version + 1 \
+         WHERE id = ? AND epoch = ? AND (? IS NULL OR fence <= ?)",
     )
     .bind(new_stock)
     .bind(product.id)
