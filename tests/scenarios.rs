@@ -106,8 +106,11 @@ fn check_report(page: &str, rows: &[ScenarioRow]) {
         let r = &row.row;
         assert!(
             page.contains(&format!(
-                r#"data-initial="{}" data-sold="{}" data-oversold="{}""#,
-                r.initial, r.sold, r.oversold
+                r#"data-initial="{}" data-kept="{}" data-given-back="{}" data-oversold="{}""#,
+                r.initial,
+                r.kept,
+                r.life.as_ref().map_or(0, |life| life.returned),
+                r.oversold
             )),
             "{row:?}"
         );
