@@ -260,16 +260,23 @@ impl Store for RedisStore {
     }
 
     /// Each counter with its moves in one read (they share a slot).
+    /// The cells are read at once, as `remaining` was before (the ledger
+    /// reads this for every product, every second the live page is open).
     fn mark<'a>(&'a self, backends: &'a Backends, _product: &'a Product) -> StoreFuture<'a, Mark> {
         Box::pin(async move {
-            let mut conn = backends.redis.get().await?;
+            let conn = backends.redis.get().await?;
+            let reads = self.cells.iter().map(|cell| {
+                let mut conn = (*conn).clone();
+                async move {
+                    redis::cmd("MGET")
+                        .arg(&cell.key)
+                        .arg(cell.moves_key())
+                        .query_async::<(Option<i64>, Option<i64>)>(&mut conn)
+                        .await
+                }
+            });
             let mut mark = Mark::default();
-            for cell in &self.cells {
-                let (left, moves): (Option<i64>, Option<i64>) = redis::cmd("MGET")
-                    .arg(&cell.key)
-                    .arg(cell.moves_key())
-                    .query_async(&mut conn)
-                    .await?;
+            for (left, moves) in futures::future::try_join_all(reads).await? {
                 mark.remaining += left.unwrap_or(0);
                 mark.moves += moves.unwrap_or(0);
             }
