@@ -4,7 +4,7 @@
 # nginx, ZooKeeper with its Java runtime, etcd), JMeter with its HTTP sampler and a JDK
 # (javac builds jmeter/debian/OpenXStream.java, which Debian's JMeter 2.13
 # needs to load any plan), Chromium (the dashboard test), docker.io, mmdebstrap and Compose v2
-# (the compose run, scripts/compose-run.sh; Compose also validates the file), and Schemathesis (tests/openapi.rs; pinned, from PyPI,
+# (the compose run, scripts/compose-run.sh; Compose also validates the file), and Schemathesis (tests/labs/openapi.rs; pinned, from PyPI,
 # into a virtualenv under target/ by scripts/schemathesis.sh).
 # Rust itself is expected from rustup (Debian's rustc is too old for sqlx).
 set -euo pipefail
@@ -19,7 +19,7 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 # by mariadb-install-db.
 have mariadbd || need+=(mariadb-server)
 # Prometheus and its nginx exporter (`seckill lab --observe`; promtool
-# checks both Prometheus configurations in tests/observe.rs).
+# checks both Prometheus configurations in tests/labs/observe.rs).
 have prometheus || need+=(prometheus)
 have prometheus-nginx-exporter || need+=(prometheus-nginx-exporter)
 # etcd (the `etcd` lease lock), started by the lab.
@@ -39,7 +39,7 @@ fi
 have javac || need+=(default-jdk-headless)
 # Headless Chromium: the dashboard test loads GET / and screenshots it.
 have chromium || need+=(chromium)
-# Node.js and npm: tests/layout.rs measures pages with playwright-core,
+# Node.js and npm: tests/labs/layout.rs measures pages with playwright-core,
 # which scripts/playwright.sh installs from the npm registry.
 have node || need+=(nodejs)
 have npm || need+=(npm)

@@ -2,7 +2,7 @@
 # playwright-core, pinned, under target/playwright (from the npm registry;
 # it drives Debian's Chromium, so no browser is downloaded), then node on
 # the given script with it: scripts/playwright.sh SCRIPT [ARGS…], or
-# --install to install only. tests/layout.rs measures pages with it.
+# --install to install only. tests/labs/layout.rs measures pages with it.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 version=1.64.1

@@ -51,7 +51,7 @@ for sample in sys.stdin.read().split("\n\n"):
     elif sym.startswith(("mi_", "_mi_")): key = "allocator (mimalloc)"
     elif "memcpy" in sym or "memmove" in sym: key = "memcpy"
     elif "seckill::orders::writer" in stack: key = "order writer"
-    elif "redis::" in stack and "seckill::purchase" in stack: key = "redis-rs, on the sale"
+    elif "redis::" in stack and "seckill::sale" in stack: key = "redis-rs, on the sale"
     elif "redis::" in stack: key = "redis-rs, elsewhere (writer, live view)"
     elif "hyper::" in stack: key = "hyper/axum (HTTP)"
     elif "tokio::" in stack: key = "tokio (scheduler, I/O)"

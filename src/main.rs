@@ -18,17 +18,17 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format, &cli.command);
     let result = match cli.command {
-        Command::Serve(args) => seckill::serve::run(args).await.map(|()| true),
+        Command::Serve(args) => seckill::instance::serve::run(args).await.map(|()| true),
         Command::Lab(args) => seckill::lab::run(args).await.map(|()| true),
         Command::Race(args) => seckill::race::run(args).await,
-        Command::Bench(args) => seckill::bench::run(args).await,
-        Command::Check(args) => seckill::check::run(args).await,
-        Command::Reconcile(args) => seckill::race::reconcile::run(args).await,
-        Command::Report(args) => seckill::report::run(args).await.map(|()| true),
-        Command::Strategies(args) => seckill::generated::run(&args).map(|()| true),
-        Command::Tokens(args) => seckill::auth::tokens::run(&args).map(|()| true),
+        Command::Bench(args) => seckill::race::bench::run(args).await,
+        Command::Check(args) => seckill::judge::check::run(args).await,
+        Command::Reconcile(args) => seckill::cli::drift::run(args).await,
+        Command::Report(args) => seckill::judge::report::run(args).await.map(|()| true),
+        Command::Strategies(args) => seckill::cli::generated::run(&args).map(|()| true),
+        Command::Tokens(args) => seckill::instance::auth::tokens::run(&args).map(|()| true),
         Command::Errors => {
-            print!("{}", seckill::generated::status_table());
+            print!("{}", seckill::cli::generated::status_table());
             Ok(true)
         }
     };

@@ -11,12 +11,12 @@
 use std::process::Command;
 use std::sync::Mutex;
 
-use seckill::info::{Expect, Hazard};
-use seckill::product::StoreKind;
+use seckill::model::info::{Expect, Hazard};
+use seckill::model::product::StoreKind;
 use seckill::race::scenario::{
     HOT_MIN, LOCK_AND_STORE, LOCK_ONLY, MIN_SPEEDUP, SPREAD_MAX, ScenarioRow,
 };
-use seckill::strategy::Catalogue;
+use seckill::stock::strategy::Catalogue;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -59,7 +59,7 @@ fn scenario_with(name: &str, flags: &[&str]) -> Vec<ScenarioRow> {
         assert_eq!(r.client_ok + r.unknown_sold - lost, r.sold, "{row:?}");
         assert!(r.history_ok.is_some(), "history not checked: {row:?}");
         assert!(
-            seckill::check::UNIVERSAL
+            seckill::judge::check::UNIVERSAL
                 .iter()
                 .all(|rule| *rule == "ok_without_order" || violation(row, rule) == 0),
             "{row:?}"
@@ -556,7 +556,7 @@ fn a_cluster_failover_loses_nothing_unless_the_master_dies_ahead_of_its_replica_
     let safe_in_redis: Vec<&str> = Catalogue::new()
         .infos()
         .into_iter()
-        .filter(|i| i.safe && i.store == seckill::product::StoreKind::Redis)
+        .filter(|i| i.safe && i.store == seckill::model::product::StoreKind::Redis)
         .map(|i| i.id)
         .collect();
     for strategy in &safe_in_redis {
@@ -608,7 +608,7 @@ fn the_bench_measures_every_figure_against_its_baselines() {
         .status()
         .expect("running seckill bench");
     assert!(status.success(), "seckill bench exited {status}");
-    let rows: Vec<seckill::bench::BenchRow> =
+    let rows: Vec<seckill::race::bench::BenchRow> =
         serde_json::from_str(&std::fs::read_to_string(out.path()).expect("json")).expect("rows");
     let names: Vec<(&str, Option<u32>)> = rows
         .iter()
@@ -669,7 +669,7 @@ fn the_bench_measures_every_figure_against_its_baselines() {
     }
     // Where each figure's CPU went, per operation, by process group: the
     // processes each figure works are busy, the client always.
-    let cpu = |r: &seckill::bench::BenchRow, group: &str| r.cpu_us.get(group).copied();
+    let cpu = |r: &seckill::race::bench::BenchRow, group: &str| r.cpu_us.get(group).copied();
     let busy = [
         ("http", &["client", "nginx", "instances"][..]),
         ("redis", &["client", "redis"]),

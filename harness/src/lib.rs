@@ -17,9 +17,10 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use seckill::lab::LabInfo;
-use seckill::race::client::Target;
-use seckill::race::driver::{self, Audit, RaceSpec, Row};
-use seckill::strategy::Catalogue;
+use seckill::lab::client::Gateway;
+use seckill::race::driver;
+use seckill::race::driver::{Audit, RaceSpec, Row};
+use seckill::stock::strategy::Catalogue;
 use serde_json::Value;
 
 /// A lab process and what it printed.
@@ -56,15 +57,15 @@ impl TestLab {
     }
 
     /// A client for the gateway.
-    pub fn gateway(&self) -> Target {
+    pub fn gateway(&self) -> Gateway {
         self.signing(
-            Target::new(&self.info.gateway_url, &self.info.admin_token, 256).expect("client"),
+            Gateway::new(&self.info.gateway_url, &self.info.admin_token, 256).expect("client"),
         )
     }
 
     /// `target` with this lab's buyer-token key, when its instances take
     /// tokens.
-    fn signing(&self, target: Target) -> Target {
+    fn signing(&self, target: Gateway) -> Gateway {
         let key = self.info.buyer_key().expect("the lab's buyer key");
         target.with_buyer_key(key.as_ref())
     }
@@ -76,9 +77,9 @@ impl TestLab {
     }
 
     /// A client for one instance directly, bypassing nginx.
-    pub fn instance(&self, index: usize) -> Target {
+    pub fn instance(&self, index: usize) -> Gateway {
         self.signing(
-            Target::new(&self.info.instances[index].url, &self.info.admin_token, 256)
+            Gateway::new(&self.info.instances[index].url, &self.info.admin_token, 256)
                 .expect("client"),
         )
     }
@@ -179,7 +180,7 @@ impl<'a> Race<'a> {
 
 /// Runs `race` on `target`; its history is checked by `audit`, and every
 /// row is held to the ledger's promise before it is returned.
-pub async fn race_on(audit: &Audit, target: &Target, race: Race<'_>) -> Row {
+pub async fn race_on(audit: &Audit, target: &Gateway, race: Race<'_>) -> Row {
     // Tests write settings as JSON; the driver takes them typed, so a
     // misspelt knob fails here rather than racing under defaults.
     let settings = serde_json::from_value(race.settings).expect("valid settings");
@@ -212,7 +213,7 @@ pub async fn race_on(audit: &Audit, target: &Target, race: Race<'_>) -> Row {
     // races, breaks only the safe strategies' rules).
     assert!(row.history_ok.is_some(), "the history was not checked");
     assert!(
-        seckill::check::truthful(&row.violations),
+        seckill::judge::check::truthful(&row.violations),
         "history check failed: {row:?}"
     );
     assert_eq!(row.history_ok, Some(row.violations.is_empty()), "{row:?}");

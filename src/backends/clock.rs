@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use uuid::timestamp::context::ContextV7;
 use uuid::{Timestamp, Uuid};
 
-use super::error::BackendError;
+use super::failure::BackendError;
 use super::master::RedisPool;
 
 /// The process's monotonic origin.

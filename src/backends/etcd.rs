@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 
-use crate::backends::error::BackendError;
+use crate::backends::failure::BackendError;
 
 /// Connects to etcd at `endpoints` (`host:port`, comma-separated). The
 /// channel connects lazily and reconnects by itself.

@@ -29,7 +29,7 @@ use super::conn::RedisConn;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind};
 
 use super::master::MainRedis;
-use crate::backends::error::BackendError;
+use crate::backends::failure::BackendError;
 
 /// Longest wait for a new connection (a sentinel lookup included).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

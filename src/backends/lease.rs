@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use redis::Script;
 use redis::aio::ConnectionLike;
 
-use crate::backends::error::BackendError;
+use crate::backends::failure::BackendError;
 
 /// Deletes the key only if it still holds our token, so a holder whose
 /// lease expired cannot delete the next holder's key.

@@ -4,8 +4,8 @@
 
 pub mod clock;
 pub mod conn;
-pub mod error;
 pub mod etcd;
+pub mod failure;
 pub mod lane;
 pub mod lease;
 pub mod master;
@@ -16,7 +16,7 @@ pub mod zookeeper;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backends::error::BackendError;
+use crate::backends::failure::BackendError;
 use redlock::Master;
 
 /// The connections every strategy may use.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 
-use crate::backends::error::BackendError;
+use crate::backends::failure::BackendError;
 
 /// How long one master may take to answer before it counts as a failure:
 /// small against the TTL, as the algorithm asks, so a dead master costs

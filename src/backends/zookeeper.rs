@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use zookeeper_client::Client;
 
-use crate::backends::error::BackendError;
+use crate::backends::failure::BackendError;
 
 /// The instance's ZooKeeper session, replaced when it has ended.
 #[derive(Clone)]

@@ -5,6 +5,7 @@
 //! failure scenarios need that. The integration tests use the same code (through the
 //! `seckill lab --json` subprocess), so what is tested is what users run.
 
+pub mod client;
 pub mod cluster;
 pub mod disk;
 pub mod durability;
@@ -33,8 +34,8 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
-use crate::auth::BuyerAuth;
-use crate::auth::token::Key;
+use crate::instance::auth::BuyerAuth;
+use crate::instance::auth::token::Key;
 
 pub use ports::free_port;
 
@@ -806,7 +807,7 @@ pub async fn run(args: LabArgs) -> anyhow::Result<()> {
         }
     };
     tokio::select! {
-        _ = crate::serve::shutdown_signal() => {}
+        _ = crate::instance::serve::shutdown_signal() => {}
         _ = parent_gone => {}
     }
     lab.stop().await;

@@ -13,19 +13,18 @@
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redis::streams::{
-    StreamAutoClaimOptions, StreamId, StreamRangeReply, StreamReadOptions, StreamReadReply,
-};
+use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use sqlx::PgPool;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::{Order, fields};
 use crate::backends::conn::RedisConn;
-use crate::backends::error::BackendError;
+use crate::backends::failure::BackendError;
 use crate::backends::master::MainRedis;
-use crate::product::keys;
-use crate::telemetry;
+use crate::model::order::Order;
+use crate::model::order::stream::parse_entry;
+use crate::model::product::keys;
+use crate::model::telemetry;
 
 /// The consumer group every instance's writer joins.
 pub const GROUP: &str = "order-writers";
@@ -273,52 +272,6 @@ async fn ensure_group(conn: &mut RedisConn) -> Result<(), BackendError> {
     Ok(())
 }
 
-/// Longest order stream a search reads; a longer backlog means the
-/// writer is behind, and the one searching is told to come back.
-const STREAM_SEARCH_LIMIT: usize = 10_000;
-
-/// The order `order_id` if it waits in `stream`.
-pub async fn find_in_stream(
-    conn: &mut RedisConn,
-    stream: &str,
-    order_id: Uuid,
-) -> Result<Option<Order>, BackendError> {
-    let length: usize = redis::cmd("XLEN").arg(stream).query_async(conn).await?;
-    if length > STREAM_SEARCH_LIMIT {
-        return Err(BackendError::Unavailable(format!(
-            "{length} orders wait in the stream; cannot tell yet"
-        )));
-    }
-    let reply: StreamRangeReply = redis::cmd("XRANGE")
-        .arg(stream)
-        .arg("-")
-        .arg("+")
-        .query_async(conn)
-        .await?;
-    Ok(reply
-        .ids
-        .iter()
-        .filter_map(parse_entry)
-        .find(|order| order.order_id == order_id))
-}
-
-/// Reads an order back from a stream entry, its line or (appended before
-/// lines) its six fields; `None` if one is missing.
-pub fn parse_entry(entry: &StreamId) -> Option<Order> {
-    if let Some(redis::Value::BulkString(line)) = entry.map.get(fields::LINE) {
-        return Order::from_line(std::str::from_utf8(line).ok()?);
-    }
-    let text = |name: &str| entry.get::<String>(name);
-    Some(Order {
-        order_id: text(fields::ORDER)?.parse::<Uuid>().ok()?,
-        product_id: text(fields::PRODUCT)?.parse().ok()?,
-        epoch: text(fields::EPOCH)?.parse().ok()?,
-        user_id: text(fields::USER)?,
-        strategy: text(fields::STRATEGY)?,
-        served_by: text(fields::SERVED_BY)?,
-    })
-}
-
 /// One `INSERT … SELECT FROM UNNEST` for the whole batch, idempotent on the
 /// order id so a redelivered or claimed entry is stored once.
 async fn insert_batch(pg: &PgPool, orders: &[Order]) -> Result<(), BackendError> {
@@ -334,7 +287,7 @@ async fn insert_batch(pg: &PgPool, orders: &[Order]) -> Result<(), BackendError>
     sqlx::query(
         concat!(
             "INSERT INTO orders (",
-            super::order_columns!(),
+            crate::model::order::order_columns!(),
             ") SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[]) \
              ON CONFLICT (order_id) DO NOTHING"
         ),

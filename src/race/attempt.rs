@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::client::{Answer, OrderAction, Target};
-use crate::check::history::{Completion, Event, Op};
+use crate::judge::check::history::{Completion, Event, Op};
+use crate::lab::client::{Answer, Gateway, OrderAction};
 
 /// One request as the driver saw it (a buy, or a later step of its
 /// order): who, when, and the answer.
@@ -27,13 +27,13 @@ pub struct Attempt {
 
 impl Attempt {
     /// Sends one buy as `buyer` and times it.
-    pub async fn make(target: &Target, product: i64, buyer: &str) -> Self {
+    pub async fn make(target: &Gateway, product: i64, buyer: &str) -> Self {
         Self::make_with(target, product, buyer, None).await
     }
 
     /// [`Attempt::make`] with the buyer's reservation, if any.
     pub(super) async fn make_with(
-        target: &Target,
+        target: &Gateway,
         product: i64,
         buyer: &str,
         reservation: Option<&str>,
@@ -50,16 +50,16 @@ impl Attempt {
     }
 
     /// Pays for `order` as `buyer`, timed.
-    pub async fn pay(target: &Target, order: Uuid, buyer: &str) -> Self {
+    pub async fn pay(target: &Gateway, order: Uuid, buyer: &str) -> Self {
         Self::on_order(target, OrderAction::Pay, order, buyer).await
     }
 
     /// Cancels `order` as `buyer`, timed.
-    pub async fn cancel(target: &Target, order: Uuid, buyer: &str) -> Self {
+    pub async fn cancel(target: &Gateway, order: Uuid, buyer: &str) -> Self {
         Self::on_order(target, OrderAction::Cancel, order, buyer).await
     }
 
-    async fn on_order(target: &Target, action: OrderAction, order: Uuid, buyer: &str) -> Self {
+    async fn on_order(target: &Gateway, action: OrderAction, order: Uuid, buyer: &str) -> Self {
         let sent = Instant::now();
         let answer = target.order(action, order, buyer).await;
         Self {
@@ -79,7 +79,7 @@ impl Attempt {
     /// reads `expired` (a 200 from `due` to then), for at most `limit`
     /// (not seen: status 0 and `still_held`, an unknown outcome).
     pub async fn expiry(
-        target: &Target,
+        target: &Gateway,
         order: Uuid,
         buyer: &str,
         due: Instant,

@@ -11,13 +11,15 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 pub use super::attempt::Attempt;
-use super::client::{BuyResult, Target};
-use super::life::{LifeOutcome, Payer};
-use crate::check::history::{self, Completion, Op, RaceHistory};
-use crate::check::{self, Verdict};
-use crate::ledger::Ledger;
-use crate::product::life::Giveback;
-use crate::product::{MAX_WAVES, ResetRequest, Settings, now_ms};
+use super::payer::{LifeOutcome, Payer};
+use crate::judge::check;
+use crate::judge::check::Verdict;
+use crate::judge::check::history;
+use crate::judge::check::history::{Completion, Op, RaceHistory};
+use crate::lab::client::{BuyResult, Gateway};
+use crate::model::product::hold_terms::Giveback;
+use crate::model::product::{MAX_WAVES, ResetRequest, Settings, now_ms};
+use crate::orders::ledger::Ledger;
 
 /// One race's settings.
 #[derive(Debug, Clone)]
@@ -81,7 +83,7 @@ pub struct Row {
     /// a gateway 502/504, no answer): neither a sale nor a refusal.
     #[serde(default)]
     pub unknown: i64,
-    /// The independent history check ([`crate::check`]); `None` when the
+    /// The independent history check ([`crate::judge::check`]); `None` when the
     /// race ran without access to PostgreSQL.
     #[serde(default)]
     pub history_ok: Option<bool>,
@@ -177,7 +179,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs one race against `target` and returns its row, its history
 /// checked by `audit`.
-pub async fn race(target: &Target, spec: &RaceSpec, audit: &Audit) -> anyhow::Result<Row> {
+pub async fn race(target: &Gateway, spec: &RaceSpec, audit: &Audit) -> anyhow::Result<Row> {
     reset(
         target,
         spec.product_id,
@@ -215,7 +217,7 @@ pub async fn race(target: &Target, spec: &RaceSpec, audit: &Audit) -> anyhow::Re
 /// The reservations of the first `spec.reserving` buyers, made before the
 /// opening, `spec.concurrency` at once: buyer to token.
 async fn reserve_all(
-    target: &Target,
+    target: &Gateway,
     spec: &RaceSpec,
     prefix: &str,
 ) -> anyhow::Result<HashMap<String, String>> {
@@ -235,7 +237,7 @@ async fn reserve_all(
 /// The row of a race whose buys are over: waits for the order writer,
 /// reads the ledger, writes and checks the history.
 pub async fn settled_row(
-    target: &Target,
+    target: &Gateway,
     audit: &Audit,
     product: i64,
     attempts: &[Attempt],
@@ -259,7 +261,7 @@ pub async fn settled_row(
 
 /// Resets `product` to `stock` units under `strategy` with `settings`.
 pub async fn reset(
-    target: &Target,
+    target: &Gateway,
     product: i64,
     strategy: &str,
     stock: i64,
@@ -279,7 +281,7 @@ pub async fn reset(
 /// starts no earlier than `i × pace` after the first. Shows a progress
 /// counter when stderr is a terminal.
 pub async fn fire(
-    target: &Target,
+    target: &Gateway,
     product: i64,
     prefix: &str,
     buyers: usize,
@@ -296,7 +298,7 @@ pub async fn fire(
 /// then follows it, outside the `concurrency` buys in flight, and its
 /// steps come after the buys.
 async fn fire_with(
-    target: &Target,
+    target: &Gateway,
     product: i64,
     prefix: &str,
     (buyers, concurrency): (usize, usize),
@@ -356,7 +358,7 @@ const OPENING_TRIES: usize = 3;
 /// times, and once per wave). Every request is an attempt of the race's
 /// history.
 async fn buy_when_open(
-    target: &Target,
+    target: &Gateway,
     product: i64,
     user: &str,
     reservation: Option<&str>,
@@ -388,7 +390,7 @@ const GIVEBACK_WAIT: Duration = Duration::from_secs(5);
 /// unit is back on sale, and a row read in between would count that unit
 /// stranded. A unit still not back after [`GIVEBACK_WAIT`] is reported
 /// stranded.
-async fn settled_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> {
+async fn settled_ledger(target: &Gateway, id: i64) -> anyhow::Result<Ledger> {
     let started = Instant::now();
     loop {
         let ledger = drained_ledger(target, id).await?;
@@ -403,7 +405,7 @@ async fn settled_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> {
 /// Polls the ledger until no order of the product is left in the stream.
 /// A ledger that cannot be read (a backend just restarted, its pooled
 /// connections not yet replaced) is asked again until the same deadline.
-pub async fn drained_ledger(target: &Target, id: i64) -> anyhow::Result<Ledger> {
+pub async fn drained_ledger(target: &Gateway, id: i64) -> anyhow::Result<Ledger> {
     let started = Instant::now();
     loop {
         match target.ledger(id).await {

@@ -5,10 +5,9 @@
 //! lab it starts itself.
 
 pub mod attempt;
-pub mod client;
+pub mod bench;
 pub mod driver;
-pub mod life;
-pub mod reconcile;
+pub mod payer;
 pub mod scenario;
 mod table;
 
@@ -17,16 +16,16 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::ValueEnum;
 
-use crate::auth::BuyerAuth;
-use crate::auth::token::Key;
-use crate::info::Scenario;
+use crate::instance::auth::BuyerAuth;
+use crate::instance::auth::token::Key;
+use crate::lab::client::Gateway;
 use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
-use crate::product::life::Giveback;
-use crate::product::{Recipe, Settings, StoreKind, now_ms};
-use client::Target;
+use crate::model::info::Scenario;
+use crate::model::product::hold_terms::Giveback;
+use crate::model::product::{Recipe, Settings, StoreKind, now_ms};
 use driver::{Audit, RaceSpec, Row, race};
-use life::{DelayMs, Payer};
+use payer::{DelayMs, Payer};
 
 /// The race's flags; each has an environment fallback.
 #[derive(Debug, Clone, clap::Args)]
@@ -216,7 +215,7 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             args.buyer_key_file.as_deref().map(Key::load).transpose()?,
         ),
     };
-    let target = Target::new(&url, &token, args.concurrency)?.with_buyer_key(key.as_ref());
+    let target = Gateway::new(&url, &token, args.concurrency)?.with_buyer_key(key.as_ref());
     let catalogue = target.strategies().await?;
     let safe: Vec<String> = catalogue
         .iter()
@@ -353,7 +352,7 @@ pub fn split_label(label: &str) -> anyhow::Result<(String, Recipe, Option<StoreK
 
 /// What the backends keep after a crash, as the gateway's `/config` says:
 /// a number means little without it.
-async fn persistence_line(target: &Target) -> String {
+async fn persistence_line(target: &Gateway) -> String {
     let config = match target.config().await {
         Ok(config) => config,
         Err(error) => return format!("persistence: unknown ({error})"),
@@ -463,8 +462,8 @@ fn save<T: serde::Serialize>(args: &RaceArgs, rows: &[T]) -> anyhow::Result<()> 
             Some(name) => format!("seckill race --scenario {}", name.name()),
             None => "seckill race: sold vs stock per strategy".to_owned(),
         };
-        let bars = crate::report::bars_from_json(&json)?;
-        crate::report::write(path, None, &title, &bars)?;
+        let bars = crate::judge::report::bars_from_json(&json)?;
+        crate::judge::report::write(path, None, &title, &bars)?;
     }
     Ok(())
 }

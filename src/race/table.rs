@@ -2,7 +2,7 @@
 //! alike), and the plain race's verdict.
 
 use super::driver::Row;
-use super::life::LifeOutcome;
+use super::payer::LifeOutcome;
 use super::scenario::ScenarioRow;
 
 /// A column: its header, its width, and whether it is left-aligned.
@@ -188,7 +188,9 @@ pub fn render_repeats(rows: &[Row], safe: &[String]) -> String {
 /// honest), and, for a safe strategy, nothing oversold.
 fn held(row: &Row, safe: bool) -> bool {
     let history = match row.history_ok {
-        Some(_) => crate::check::truthful(&row.violations) && (!safe || row.violations.is_empty()),
+        Some(_) => {
+            crate::judge::check::truthful(&row.violations) && (!safe || row.violations.is_empty())
+        }
         None => row.client_ok == row.sold,
     };
     history && (!safe || row.oversold == 0)

@@ -4,12 +4,13 @@
 //! into a replica and disconnects its clients. Every instance's pool,
 //! order writer and sold-out listener must then find the new master. (A
 //! crashed master is the `redis-failover` scenario's; a demotion that
-//! disconnects nobody, tests/sentinel.rs's.)
+//! disconnects nobody, tests/labs/sentinel.rs's.)
 
 use std::time::{Duration, Instant};
 
-use seckill::lab::sentinel::{self, MASTER_NAME};
-use seckill::race::client::BuyResult;
+use seckill::lab::client::BuyResult;
+use seckill::lab::sentinel;
+use seckill::lab::sentinel::MASTER_NAME;
 use seckill::race::driver::drained_ledger;
 use serde_json::json;
 
@@ -83,7 +84,7 @@ async fn instances_follow_a_promotion_and_leave_the_demoted_master() {
             &new_url,
             redis::cmd("PUBSUB")
                 .arg("NUMSUB")
-                .arg(seckill::soldout::RESETS),
+                .arg(seckill::sale::memory::RESETS),
         )
         .await
         .is_ok_and(|(_, subscribers)| subscribers == 2)

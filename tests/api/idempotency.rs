@@ -61,7 +61,7 @@ async fn a_retry_after_the_close_is_answered_its_order() {
     let lab = shared();
     let base = lab.info.gateway_url.as_str();
     for (id, strategy) in [(1205, "redis-lua"), (1206, "db-atomic")] {
-        let now = seckill::product::now_ms();
+        let now = seckill::model::product::now_ms();
         let window = json!({"stock": 5, "strategy": strategy,
                             "opens_at_ms": now - 1_000, "closes_at_ms": now + 1_000});
         lab.gateway().reset(id, &window).await.expect("reset");
@@ -157,8 +157,8 @@ async fn keys_expire_after_the_configured_time() {
 /// unknown state is written into Redis as a dead instance would leave it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_an_unknown_outcome_learns_which() {
-    use seckill::idempotency::SETTLE;
-    use seckill::product::keys;
+    use seckill::model::product::keys;
+    use seckill::sale::idempotency::SETTLE;
 
     let lab = shared();
     let base = lab.info.gateway_url.as_str();
@@ -223,9 +223,9 @@ async fn a_retry_after_an_unknown_outcome_learns_which() {
 /// PostgreSQL and the streams.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_answer_is_replayed_on_every_store() {
-    use seckill::idempotency::SETTLE;
-    use seckill::product::keys;
-    use seckill::strategy::Catalogue;
+    use seckill::model::product::keys;
+    use seckill::sale::idempotency::SETTLE;
+    use seckill::stock::strategy::Catalogue;
 
     let lab = shared();
     let base = lab.info.gateway_url.as_str();

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::harness::{Race, TestLab, http, race_on};
-use seckill::auth::token::{AUDIENCE, Claims, Key, Signer};
+use seckill::instance::auth::token::{AUDIENCE, Claims, Key, Signer};
 use seckill::race::driver::drained_ledger;
 
 /// Each buyer's bucket in the lab: a burst of this many buys…
@@ -45,7 +45,7 @@ fn key() -> Key {
 }
 
 fn now_s() -> u64 {
-    seckill::product::now_ms() / 1000
+    seckill::model::product::now_ms() / 1000
 }
 
 fn claims(sub: &str) -> Claims {
@@ -619,14 +619,14 @@ async fn a_hidden_path_product_sells_only_on_its_buyers_one_time_path() {
         "malformed",
     );
     // Expired: signed as an instance would have 20 s ago.
-    let keys = seckill::reservation::Reservations::new(None, &lab().info.admin_token);
+    let keys = seckill::sale::reservation::Reservations::new(None, &lab().info.admin_token);
     let epoch = lab().gateway().ledger(ID).await.expect("ledger").epoch;
-    let old = seckill::buy_path::issue(
+    let old = seckill::sale::hidden::issue(
         &keys,
         ID,
         epoch,
         "path-erin",
-        seckill::product::now_ms() - 20_000,
+        seckill::model::product::now_ms() - 20_000,
     );
     bad_path(
         buy_on(
@@ -682,7 +682,7 @@ async fn a_hidden_path_product_sells_only_on_its_buyers_one_time_path() {
         "{body}"
     );
     let later = json!({"stock": 10, "strategy": "redis-lua", "hidden_path": true,
-                       "opens_at_ms": seckill::product::now_ms() + 600_000});
+                       "opens_at_ms": seckill::model::product::now_ms() + 600_000});
     lab().gateway().reset(2633, &later).await.expect("reset");
     let (status, body) = path_of(2633, &token("path-gina")).await;
     assert_eq!(
@@ -713,9 +713,9 @@ async fn a_retry_after_its_hidden_path_expired_is_answered_its_order() {
     lab().gateway().reset(ID, &hidden).await.expect("reset");
     let epoch = lab().gateway().ledger(ID).await.expect("ledger").epoch;
     // Issued as an instance would have 9.5 s ago: 500 ms of life left.
-    let keys = seckill::reservation::Reservations::new(None, &lab().info.admin_token);
-    let issued_at = seckill::product::now_ms() - 9_500;
-    let path = seckill::buy_path::issue(&keys, ID, epoch, "late-ivy", issued_at);
+    let keys = seckill::sale::reservation::Reservations::new(None, &lab().info.admin_token);
+    let issued_at = seckill::model::product::now_ms() - 9_500;
+    let path = seckill::sale::hidden::issue(&keys, ID, epoch, "late-ivy", issued_at);
     let token = Signer::new(&key(), AUDIENCE).token("late-ivy", now_s(), 600);
     let keyed = |key: &'static str| {
         let url = format!("{}/stock/{ID}/buy/{}", lab().info.gateway_url, path.token);

@@ -339,7 +339,7 @@ async fn a_late_payment_oversells_under_the_naive_job_only() {
 }
 
 /// Reconciles `id` (`repair` or not) through the gateway.
-async fn reconcile(id: i64, repair: bool) -> seckill::life::reconcile::Drift {
+async fn reconcile(id: i64, repair: bool) -> seckill::orders::life::reconcile::Drift {
     let gateway = shared().gateway();
     let mut drifts = gateway
         .reconcile(repair, Some(id))
@@ -374,7 +374,7 @@ async fn reconciliation_finds_and_repairs_every_drift() {
         .get_multiplexed_async_connection()
         .await
         .expect("redis");
-    let key = seckill::product::keys::stock(2441);
+    let key = seckill::model::product::keys::stock(2441);
     let _: () = redis::AsyncCommands::set(&mut conn, key, 9)
         .await
         .expect("set");
@@ -471,7 +471,7 @@ async fn strand_one(id: i64, strategy: &str, store: Option<&str>) {
                 .get_multiplexed_async_connection()
                 .await
                 .expect("redis");
-            let key = seckill::product::keys::stock(id);
+            let key = seckill::model::product::keys::stock(id);
             let _: i64 = redis::AsyncCommands::decr(&mut conn, key, 1)
                 .await
                 .expect("decr");
@@ -573,7 +573,7 @@ async fn a_repair_whose_caller_hangs_up_still_repairs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_race_of_payers_stays_within_the_stock_at_every_instant() {
     use seckill::race::driver::{RaceSpec, race};
-    use seckill::race::life::{DelayMs, Payer};
+    use seckill::race::payer::{DelayMs, Payer};
 
     let lab = shared();
     let dir = tempfile::tempdir().expect("dir");

@@ -2,10 +2,10 @@
 //! `per_user_limit` units, under any strategy, and a refusal leaks no stock.
 
 use futures::future::join_all;
-use seckill::race::client::BuyResult;
+use seckill::lab::client::BuyResult;
 use serde_json::json;
 
-use seckill::strategy::Catalogue;
+use seckill::stock::strategy::Catalogue;
 
 use crate::harness::shared;
 
@@ -134,8 +134,9 @@ async fn refused_buyers_leave_no_count_behind() {
         .get_multiplexed_async_connection()
         .await
         .expect("redis");
-    let counted: usize = redis::AsyncCommands::hlen(&mut conn, seckill::product::keys::buyers(id))
-        .await
-        .expect("hlen");
+    let counted: usize =
+        redis::AsyncCommands::hlen(&mut conn, seckill::model::product::keys::buyers(id))
+            .await
+            .expect("hlen");
     assert_eq!(counted, sold, "{results:?}");
 }

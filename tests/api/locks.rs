@@ -1,6 +1,6 @@
 //! Lock mechanics checked directly against the lab's Redis.
 
-use seckill::lock::redisson::{try_lock, unlock};
+use seckill::stock::lock::redisson::{try_lock, unlock};
 
 use crate::harness::shared;
 
@@ -62,7 +62,7 @@ async fn redisson_is_reentrant_for_its_owner_only() {
 async fn zookeeper_sells_again_after_its_session_expired() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
-    use seckill::race::client::BuyResult;
+    use seckill::lab::client::BuyResult;
 
     // Its own lab: the instance is frozen, which the shared one's other
     // tests would feel.
@@ -98,7 +98,7 @@ async fn etcd_watchdog_keeps_the_lock_through_work_longer_than_its_lease() {
 /// stock mid-section, before the decrement (remaining 1).
 #[tokio::test]
 async fn zookeeper_read_write_makes_a_stock_query_wait_for_the_buyer() {
-    use seckill::race::client::BuyResult;
+    use seckill::lab::client::BuyResult;
 
     let lab = shared();
     let gateway = lab.gateway();

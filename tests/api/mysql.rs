@@ -3,9 +3,9 @@
 //! rules as anywhere else, with its orders checked in MySQL's `orders`.
 
 use futures::future::join_all;
-use seckill::product::StoreKind;
-use seckill::race::client::BuyResult;
-use seckill::strategy::Catalogue;
+use seckill::lab::client::BuyResult;
+use seckill::model::product::StoreKind;
+use seckill::stock::strategy::Catalogue;
 use serde_json::json;
 use sqlx::Connection;
 

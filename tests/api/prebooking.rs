@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use seckill::product::now_ms;
+use seckill::model::product::now_ms;
 
 use serde_json::{Value, json};
 
@@ -160,7 +160,7 @@ async fn only_holders_buy_in_a_prebooked_race() {
     use seckill::race::driver::{RaceSpec, race};
 
     let lab = shared();
-    let settings = seckill::product::Settings {
+    let settings = seckill::model::product::Settings {
         opens_at_ms: now_ms() + 1_000,
         prebooking: true,
         ..Default::default()

@@ -5,8 +5,8 @@ use serde_json::json;
 
 use std::time::Duration;
 
-use seckill::product::Recipe;
-use seckill::strategy::Catalogue;
+use seckill::model::product::Recipe;
+use seckill::stock::strategy::Catalogue;
 
 use crate::harness::{Race, race_on, shared};
 

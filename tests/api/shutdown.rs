@@ -46,7 +46,7 @@ async fn sigterm_finishes_in_flight_buys_and_drains_the_writer() {
     let result = buying.await.expect("buyer");
     assert_eq!(
         result,
-        seckill::race::client::BuyResult::Ok,
+        seckill::lab::client::BuyResult::Ok,
         "the in-flight buy completes"
     );
     let started = Instant::now();

@@ -3,7 +3,7 @@
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use seckill::race::client::BuyResult;
+use seckill::lab::client::BuyResult;
 use serde_json::json;
 
 use crate::harness::{TestLab, shared};

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use seckill::product::now_ms;
+use seckill::model::product::now_ms;
 
 use serde_json::json;
 

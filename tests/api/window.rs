@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use seckill::product::now_ms;
+use seckill::model::product::now_ms;
 
 use serde_json::json;
 
@@ -77,7 +77,7 @@ async fn buyers_who_come_early_return_at_the_opening_and_the_table_shows_the_rus
     use seckill::race::driver::{fire, reset, settled_row};
     let lab = shared();
     let gateway = lab.gateway();
-    let settings = seckill::product::Settings {
+    let settings = seckill::model::product::Settings {
         opens_at_ms: now_ms() + 1_000,
         ..Default::default()
     };

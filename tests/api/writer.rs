@@ -30,7 +30,7 @@ async fn orders_left_pending_by_a_dead_consumer_are_claimed() {
         .await
         .expect("conn");
     let order_id = uuid::Uuid::now_v7().to_string();
-    let stream = seckill::product::keys::orders(301);
+    let stream = seckill::model::product::keys::orders(301);
     kill(pid, Signal::SIGSTOP).expect("freeze the instance");
     // Let the frozen writer's blocking read (100 ms) time out on the
     // server, or Redis would hand it our entry.

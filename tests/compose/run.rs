@@ -11,9 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use seckill::ledger::Ledger;
-use seckill::race::client::Target;
-use seckill::race::driver::{self, Audit, RaceSpec};
+use seckill::lab::client::Gateway;
+use seckill::orders::ledger::Ledger;
+use seckill::race::driver;
+use seckill::race::driver::{Audit, RaceSpec};
 use seckill_harness::{Race, race_on};
 use serde_json::{Value, json};
 
@@ -30,8 +31,8 @@ struct Run {
 }
 
 impl Run {
-    fn gateway(&self, port_var: &str) -> Target {
-        Target::new(&self.compose.url(port_var), &self.admin_token, 256).expect("client")
+    fn gateway(&self, port_var: &str) -> Gateway {
+        Gateway::new(&self.compose.url(port_var), &self.admin_token, 256).expect("client")
     }
 
     /// The history check against the project's own PostgreSQL and
@@ -433,7 +434,7 @@ async fn observe_profile_scrapes_every_replica(run: &Run) {
 async fn token_mode_end_to_end(run: &mut Run) {
     let dir = tempfile::tempdir().expect("temp dir");
     let key_file = dir.path().join("buyer.key");
-    let key = seckill::auth::token::Key::generate();
+    let key = seckill::instance::auth::token::Key::generate();
     key.save(&key_file).expect("key");
     // The image's user (uid 10001) reads it through the bind mount.
     std::fs::set_permissions(

@@ -8,9 +8,9 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Method, Request, StatusCode};
 use clap::Parser;
-use seckill::http::{AppState, router};
-use seckill::serve::{ServeArgs, prepare};
-use seckill::soldout::Memory;
+use seckill::instance::http::{AppState, router};
+use seckill::instance::serve::{ServeArgs, prepare};
+use seckill::sale::memory::Memory;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -72,14 +72,14 @@ pub async fn app_on(redis_url: &str, extra: &[&str]) -> Router {
     router(AppState::new(
         backends,
         "in-process".into(),
-        seckill::http::Credentials {
+        seckill::instance::http::Credentials {
             admin_token: args.admin_token.clone(),
-            buyers: seckill::auth::Identify::new(&args.auth).expect("buyer auth"),
+            buyers: seckill::instance::auth::Identify::new(&args.auth).expect("buyer auth"),
         },
-        seckill::reservation::Reservations::new(None, &args.admin_token),
+        seckill::sale::reservation::Reservations::new(None, &args.admin_token),
         args.edge,
         Arc::new(Memory::default()),
-        seckill::telemetry::install(),
+        seckill::model::telemetry::install(),
     ))
 }
 

@@ -3,7 +3,7 @@
 
 use redis::aio::ConnectionLike;
 use seckill::backends::clock::SharedClock;
-use seckill::product::life::made_at_ms;
+use seckill::model::product::hold_terms::made_at_ms;
 
 use crate::app::lab;
 

@@ -2,7 +2,7 @@
 //! in-process. Product ids 20000 and up.
 
 use axum::http::{Method, StatusCode};
-use seckill::strategy::Catalogue;
+use seckill::stock::strategy::Catalogue;
 use serde_json::{Value, json};
 
 use crate::app::{app, app_with, buy, call, lab, reset};
@@ -163,7 +163,8 @@ async fn the_openapi_document_is_served_as_built() {
     let answer = call(&app, Method::GET, "/openapi.json", &[], None).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.headers["content-type"], "application/json");
-    let built = serde_json::to_value(seckill::http::openapi()).expect("the document serializes");
+    let built =
+        serde_json::to_value(seckill::instance::http::openapi()).expect("the document serializes");
     assert_eq!(answer.body, built);
 }
 

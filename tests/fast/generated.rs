@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use seckill::generated::{jmeter_csv, markdown_table, status_table};
-use seckill::strategy::Catalogue;
+use seckill::cli::generated::{jmeter_csv, markdown_table, status_table};
+use seckill::stock::strategy::Catalogue;
 
 fn read(path: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -38,7 +38,7 @@ fn generated_part(path: &str, name: &str) -> String {
 fn the_jmeter_buyers_are_what_seckill_tokens_prints() {
     assert_eq!(
         read("jmeter/buyers.csv"),
-        seckill::auth::tokens::plan_buyers(),
+        seckill::instance::auth::tokens::plan_buyers(),
         "regenerate it: cargo run -q -- tokens --users 2000 --prefix jm- > jmeter/buyers.csv"
     );
 }

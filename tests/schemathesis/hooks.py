@@ -10,9 +10,15 @@ import os
 
 import schemathesis
 
-SLOW_KNOBS = ("work_ms", "acquire_timeout_ms", "crash_gap_ms")
+SLOW_KNOBS = (
+    "work_ms",
+    "acquire_timeout_ms",
+    "crash_gap_ms",
+    "repair_pause_ms",
+    "reaper_pause_ms",
+)
 SLOW_MS = 20
-MAX_MS = 60_000  # src/product/settings.rs: MAX_MS
+MAX_MS = 60_000  # src/model/product/settings.rs: MAX_MS
 
 
 @schemathesis.hook
@@ -27,7 +33,10 @@ def before_call(context, case, kwargs):
 
 def lower_slow_knobs(case):
     """A reset body may ask for up to a minute of simulated work, lock wait
-    or crash gap per buy (the failure scenarios need that much); a fuzzer
+    or crash gap per buy, or of a pause inside the repair or the reaper
+    (the failure scenarios need that much; a repair pauses twice per try,
+    so one product at the maximum holds `POST /admin/reconcile` for
+    minutes, past the run's request timeout); a fuzzer
     that picks the maximum spends its run waiting, and its next buys queue
     behind the lock. Values in range and above SLOW_MS are lowered to it,
     so the body stays valid."""
@@ -82,7 +91,7 @@ def a_recipe_is_zookeepers(case):
 
 def a_store_the_strategy_takes(case):
     """Each strategy sells from the stores its catalogue entry lists
-    (`stores`, passed by tests/openapi.rs as SECKILL_STORES); any other is
+    (`stores`, passed by tests/labs/openapi.rs as SECKILL_STORES); any other is
     refused with a 400 (tests/api/mysql.rs). A generated body naming
     another store for its strategy is given the strategy's own."""
     body = case.body

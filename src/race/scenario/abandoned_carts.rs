@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use super::holds::{LifeRace, SELLERS, holding, pay_all, variant};
 use super::{Ctx, ScenarioRow};
-use crate::info::Scenario;
 use crate::lab::LabArgs;
-use crate::product::life::Giveback;
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::Scenario;
+use crate::model::product::hold_terms::Giveback;
 use crate::race::driver::{Attempt, reset};
 
 /// Units on sale.
@@ -34,7 +34,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
-        let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
+        let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
         let mut rows = Vec::new();
         for giveback in [Giveback::StateMachine, Giveback::DelayQueue] {
             for (strategy, store) in SELLERS {
@@ -71,7 +71,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
 
 /// Buyers keep coming until every unit is paid (or [`LIMIT`]): every buy
 /// and payment, and how long it took to sell out for good.
-async fn shop(gateway: &Target, product: i64) -> anyhow::Result<(Vec<Attempt>, Option<Duration>)> {
+async fn shop(gateway: &Gateway, product: i64) -> anyhow::Result<(Vec<Attempt>, Option<Duration>)> {
     let started = Instant::now();
     let mut buys = Vec::new();
     let mut payers = Vec::new();
@@ -104,6 +104,6 @@ async fn shop(gateway: &Target, product: i64) -> anyhow::Result<(Vec<Attempt>, O
 }
 
 /// Whether every unit of `product` is paid.
-async fn all_paid(gateway: &Target, product: i64) -> anyhow::Result<bool> {
+async fn all_paid(gateway: &Gateway, product: i64) -> anyhow::Result<bool> {
     Ok(gateway.ledger(product).await?.paid >= UNITS)
 }

@@ -12,10 +12,10 @@
 //! told `not_started`, and every unit sold after it.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::{Expect, Scenario};
 use crate::lab::LabArgs;
-use crate::product::{Settings, now_ms};
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Expect, Scenario};
+use crate::model::product::{Settings, now_ms};
 
 /// How far ahead the third instance's clock runs.
 const AHEAD: &str = "+60s";
@@ -36,11 +36,11 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         let targets = [
             (
                 format!("instance clock {AHEAD}"),
-                Target::new(&skewed.url, token, 64)?,
+                Gateway::new(&skewed.url, token, 64)?,
             ),
             (
                 "gateway".to_owned(),
-                Target::new(&lab.info.gateway_url, token, 64)?,
+                Gateway::new(&lab.info.gateway_url, token, 64)?,
             ),
         ];
         let mut rows = Vec::new();

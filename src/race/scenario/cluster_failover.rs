@@ -49,11 +49,11 @@ use super::cluster_victim::{
     Race, STOCK, Victim, caught_up, counters, hold_back, homed_on, kill, promoted, sells_again,
 };
 use super::{Ctx, ScenarioRow, until};
-use crate::info::Scenario;
+use crate::lab::client::Gateway;
 use crate::lab::sentinel;
 use crate::lab::{Lab, LabArgs};
-use crate::life::reconcile::Drift;
-use crate::race::client::Target;
+use crate::model::info::Scenario;
+use crate::orders::life::reconcile::Drift;
 use crate::race::driver::{Attempt, Row, fire};
 
 /// Buyers of the first wave (each buys one unit).
@@ -110,7 +110,7 @@ async fn failover(
     variant: &str,
     how: How,
 ) -> anyhow::Result<Vec<ScenarioRow>> {
-    let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 8)?;
+    let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 8)?;
     let v = Victim::of(lab).await?;
 
     // With the master killed, each strategy also races a second product
@@ -257,7 +257,7 @@ fn judged(row: Row, how: How, variant: &str, on_victim: i64, fix: Fix) -> Scenar
         ),
     };
     ScenarioRow {
-        met: met && crate::check::truthful(&row.violations),
+        met: met && crate::judge::check::truthful(&row.violations),
         expected,
         scenario: Scenario::ClusterFailover.name().to_owned(),
         variant,

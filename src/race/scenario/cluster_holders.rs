@@ -21,10 +21,10 @@
 use super::cluster_victim::{Victim, caught_up, hold_back, homed_on, kill, promoted, sells_again};
 use super::redis_failover::{Holders, holding, locks_on_redis};
 use super::{Ctx, ScenarioRow};
-use crate::info::{Hazard, Scenario};
+use crate::lab::client::Gateway;
 use crate::lab::{Lab, sentinel};
-use crate::product::keys;
-use crate::race::client::Target;
+use crate::model::info::{Hazard, Scenario};
+use crate::model::product::keys;
 use crate::race::driver::reset;
 
 /// The holders' time inside their sections: enough for the master to die,
@@ -36,8 +36,8 @@ const VARIANT: &str = "sigkill, lock held";
 
 pub(super) async fn run(ctx: &mut Ctx, lab: &mut Lab) -> anyhow::Result<Vec<ScenarioRow>> {
     let token = &lab.info.admin_token;
-    let a = Target::new(&lab.info.instances[0].url, token, 8)?;
-    let b = Target::new(&lab.info.instances[1].url, token, 8)?;
+    let a = Gateway::new(&lab.info.instances[0].url, token, 8)?;
+    let b = Gateway::new(&lab.info.instances[1].url, token, 8)?;
     let v = Victim::of(lab).await?;
 
     let mut races = Vec::new();

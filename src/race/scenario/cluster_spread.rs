@@ -29,10 +29,10 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::{Ctx, ScenarioRow, met};
-use crate::info::{Expect, Scenario};
+use crate::lab::client::Gateway;
 use crate::lab::{LabArgs, cluster};
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::model::info::{Expect, Scenario};
+use crate::model::product::Settings;
 use crate::race::driver::{Row, fire, reset};
 
 /// Masters of the cluster.
@@ -64,7 +64,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         ..LabArgs::with_instances(2)
     };
     ctx.with_lab(topology, async |ctx, lab| {
-        let gateway = Target::new(
+        let gateway = Gateway::new(
             &lab.info.gateway_url,
             &lab.info.admin_token,
             ctx.knobs.concurrency,
@@ -160,7 +160,7 @@ impl Ctx {
     /// load per master.
     async fn spread_race(
         &mut self,
-        target: &Target,
+        target: &Gateway,
         masters: &[String],
         products: &[(&str, Settings)],
         stock: i64,

@@ -10,9 +10,9 @@ use nix::sys::signal::Signal;
 
 use super::{Ctx, fault, until};
 use crate::lab::Lab;
+use crate::lab::client::Gateway;
 use crate::lab::sentinel;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::model::product::Settings;
 use crate::race::driver::reset;
 
 /// Units on sale per product.
@@ -112,7 +112,7 @@ pub(super) async fn promoted(replica_url: &str) -> anyhow::Result<()> {
 /// promoted master) again.
 pub(super) async fn sells_again(lab: &Lab, probe: i64) -> anyhow::Result<()> {
     for instance in &lab.info.instances {
-        let direct = Target::new(&instance.url, &lab.info.admin_token, 1)?;
+        let direct = Gateway::new(&instance.url, &lab.info.admin_token, 1)?;
         until("every instance sells on the promoted master", || async {
             direct.answer(probe, "probe").await.status == 200
         })
@@ -126,7 +126,7 @@ pub(super) async fn sells_again(lab: &Lab, probe: i64) -> anyhow::Result<()> {
 /// notes its counters there.
 pub(super) async fn homed_on(
     ctx: &mut Ctx,
-    gateway: &Target,
+    gateway: &Gateway,
     strategy: &'static str,
     victim: &str,
 ) -> anyhow::Result<Race> {

@@ -5,10 +5,10 @@
 //! expectations hold there.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::{Hazard, Scenario};
 use crate::lab::LabArgs;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Hazard, Scenario};
+use crate::model::product::Settings;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     let topology = LabArgs {
@@ -17,7 +17,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     };
     ctx.with_lab(topology, async |ctx, lab| {
         let knobs = ctx.knobs.clone();
-        let gateway = Target::new(
+        let gateway = Gateway::new(
             &lab.info.gateway_url,
             &lab.info.admin_token,
             knobs.concurrency,

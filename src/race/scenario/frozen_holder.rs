@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset};
-use crate::info::{Hazard, Scenario};
 use crate::lab::LabArgs;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Hazard, Scenario};
+use crate::model::product::Settings;
 
 /// How long the second buyer may take while the holder is frozen: more
 /// than the instances' ZooKeeper session (2 s), after which its node is
@@ -35,8 +35,8 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     // early error leaves nothing frozen behind.
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
         let token = &lab.info.admin_token;
-        let a = Target::new(&lab.info.instances[0].url, token, 8)?;
-        let b = Target::new(&lab.info.instances[1].url, token, 8)?;
+        let a = Gateway::new(&lab.info.instances[0].url, token, 8)?;
+        let b = Gateway::new(&lab.info.instances[1].url, token, 8)?;
         let frozen = lab.info.instances[0].name.clone();
         let mut rows = Vec::new();
         for (strategy, expect) in ctx.under(Hazard::FrozenHolder) {

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow, buy_in_background, fault, judge, reset};
-use crate::info::{Hazard, Scenario};
 use crate::lab::LabArgs;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Hazard, Scenario};
+use crate::model::product::Settings;
 use crate::race::driver::fire;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
@@ -26,8 +26,8 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             .with_lab(LabArgs::with_instances(2), async |ctx, lab| {
                 let product = ctx.product();
                 let token = &lab.info.admin_token;
-                let a = Target::new(&lab.info.instances[0].url, token, 8)?;
-                let b = Target::new(&lab.info.instances[1].url, token, 8)?;
+                let a = Gateway::new(&lab.info.instances[0].url, token, 8)?;
+                let b = Gateway::new(&lab.info.instances[1].url, token, 8)?;
                 let settings = Settings {
                     work_ms: 500,
                     lease_ms: 1000,

@@ -7,26 +7,26 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::{Ctx, ScenarioRow};
-use crate::info::Scenario;
-use crate::product::Settings;
-use crate::product::life::Giveback;
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::Scenario;
+use crate::model::product::Settings;
+use crate::model::product::hold_terms::Giveback;
 use crate::race::driver::{Attempt, Row};
-use crate::race::life::LifeOutcome;
+use crate::race::payer::LifeOutcome;
 
 /// The strategies (with their store) an order-life scenario races under
 /// every mechanism: the Lua script on Redis, the conditional update on
 /// PostgreSQL and on MySQL.
-pub const SELLERS: [(&str, Option<crate::product::StoreKind>); 3] = [
+pub const SELLERS: [(&str, Option<crate::model::product::StoreKind>); 3] = [
     ("redis-lua", None),
     ("db-atomic", None),
-    ("db-atomic", Some(crate::product::StoreKind::Mysql)),
+    ("db-atomic", Some(crate::model::product::StoreKind::Mysql)),
 ];
 
 /// The label of a seller under a mechanism: `db-atomic@mysql/naive-cron`.
 pub fn variant(
     strategy: &str,
-    store: Option<crate::product::StoreKind>,
+    store: Option<crate::model::product::StoreKind>,
     giveback: Giveback,
 ) -> String {
     match store {
@@ -38,7 +38,7 @@ pub fn variant(
 /// Settings with holds of `pay_within_ms`, given back by `giveback` with
 /// `pause_ms` between its steps.
 pub fn holding(
-    store: Option<crate::product::StoreKind>,
+    store: Option<crate::model::product::StoreKind>,
     giveback: Giveback,
     pay_within_ms: u64,
     pause_ms: u64,
@@ -63,7 +63,7 @@ pub fn holds_of(attempts: &[Attempt]) -> Vec<(Uuid, String)> {
 
 /// Pays for every hold in `holds` at once: each payment, for the race's
 /// history.
-pub async fn pay_all(target: &Target, holds: &[(Uuid, String)]) -> Vec<Attempt> {
+pub async fn pay_all(target: &Gateway, holds: &[(Uuid, String)]) -> Vec<Attempt> {
     let pays = holds
         .iter()
         .map(|(order, buyer)| Attempt::pay(target, *order, buyer));
@@ -90,7 +90,7 @@ impl Ctx {
     /// `met`.
     pub(super) async fn life_row(
         &self,
-        target: &Target,
+        target: &Gateway,
         race: LifeRace<'_>,
         met: impl FnOnce(&Row, &LifeOutcome) -> bool,
     ) -> anyhow::Result<ScenarioRow> {
@@ -106,8 +106,8 @@ impl Ctx {
         life.drift = reconciled.as_ref().map_or(0, |d| d.drift);
         life.owed = reconciled.as_ref().map_or(0, |d| d.owed);
         let life = life.clone();
-        let honest =
-            row.client_ok + row.unknown_sold == row.sold && crate::check::truthful(&row.violations);
+        let honest = row.client_ok + row.unknown_sold == row.sold
+            && crate::judge::check::truthful(&row.violations);
         Ok(ScenarioRow {
             met: honest && met(&row, &life),
             expected: race.expected.to_owned(),

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow, fault, met};
-use crate::info::{Expect, Scenario};
 use crate::lab::LabArgs;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Expect, Scenario};
+use crate::model::product::Settings;
 use crate::race::driver::{fire, reset};
 
 /// The two strategies: one per kind of store.
@@ -45,7 +45,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         let row = ctx
             .with_lab(LabArgs::with_instances(2), async |ctx, lab| {
                 let gateway =
-                    Target::new(&lab.info.gateway_url, &lab.info.admin_token, CONCURRENCY)?;
+                    Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, CONCURRENCY)?;
                 let product = ctx.product();
                 reset(&gateway, product, strategy, STOCK, Settings::default()).await?;
                 let started = Instant::now();

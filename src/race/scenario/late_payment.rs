@@ -10,7 +10,7 @@
 //! pays, inside the pause. Once the give-back is over (every late hold
 //! marked returned), as many new buyers again buy what came back.
 //!
-//! Expected, from the mechanisms (`src/life/giveback.rs`):
+//! Expected, from the mechanisms (`src/orders/life/giveback.rs`):
 //! - `naive-cron` has put the late holds' units back and marks them only
 //!   after the pause; its payment checks nothing but "not marked yet", so
 //!   the late payers pay, and their units are sold again: paid + held >
@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use super::holds::{LifeRace, SELLERS, holding, holds_of, pay_all, variant, wait_for};
 use super::{Ctx, ScenarioRow};
-use crate::info::Scenario;
 use crate::lab::LabArgs;
-use crate::product::life::Giveback;
-use crate::race::client::{OrderAction, Target};
+use crate::lab::client::{Gateway, OrderAction};
+use crate::model::info::Scenario;
+use crate::model::product::hold_terms::Giveback;
 use crate::race::driver::{fire, reset};
 
 /// Holds per product.
@@ -40,7 +40,7 @@ const PAUSE_MS: u64 = 1_500;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
-        let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 32)?;
+        let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 32)?;
         let mut rows = Vec::new();
         for giveback in Giveback::ALL {
             for (strategy, store) in SELLERS {
@@ -99,7 +99,7 @@ fn expectation(giveback: Giveback) -> &'static str {
 
 /// Waits until the reaper has finished with the late holds: all of them
 /// returned (put back and marked, or, naive, marked after being paid).
-async fn given_back(gateway: &Target, product: i64, late: usize) -> anyhow::Result<()> {
+async fn given_back(gateway: &Gateway, product: i64, late: usize) -> anyhow::Result<()> {
     wait_for(
         "the give-back to finish",
         Duration::from_secs(20),
@@ -111,7 +111,7 @@ async fn given_back(gateway: &Target, product: i64, late: usize) -> anyhow::Resu
 /// Waits until the reaper has begun giving `late` back: a unit is back
 /// on sale, or one of them reads expired.
 async fn reaper_began(
-    gateway: &Target,
+    gateway: &Gateway,
     product: i64,
     late: &[(uuid::Uuid, String)],
 ) -> anyhow::Result<()> {

@@ -6,14 +6,14 @@
 //! entry declares the hazard, expected to do what it declares.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::{Hazard, Scenario};
 use crate::lab::LabArgs;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Hazard, Scenario};
+use crate::model::product::Settings;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
-        let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
+        let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
         // The watchdog renews every 50 ms: a loaded machine would have to
         // stall it for 100 ms to break redisson, which is the
         // frozen-holder scenario's job, not this one's.

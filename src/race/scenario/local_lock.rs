@@ -4,16 +4,16 @@
 //! catalogue entry declares the second-instance hazard.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::{Expect, Hazard, Scenario};
 use crate::lab::LabArgs;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Expect, Hazard, Scenario};
+use crate::model::product::Settings;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
         let token = &lab.info.admin_token;
-        let one = Target::new(&lab.info.instances[0].url, token, 64)?;
-        let both = Target::new(&lab.info.gateway_url, token, 64)?;
+        let one = Gateway::new(&lab.info.instances[0].url, token, 64)?;
+        let both = Gateway::new(&lab.info.gateway_url, token, 64)?;
         let settings = Settings {
             work_ms: 20,
             ..Settings::default()

@@ -3,7 +3,7 @@
 //! and checks each row against the outcome the classic articles predict.
 //!
 //! Which strategies a scenario races, and what it expects of each, come
-//! from the catalogue ([`crate::info::Info::under`]): a new strategy that
+//! from the catalogue ([`crate::model::info::Info::under`]): a new strategy that
 //! declares a hazard is raced by its scenario without touching it.
 
 mod abandoned_carts;
@@ -41,12 +41,12 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
-use super::client::Target;
 use super::driver::{Attempt, Audit, RaceSpec, Row, race, reset, settled_row};
-use crate::info::{Expect, Hazard, Scenario};
+use crate::lab::client::Gateway;
 use crate::lab::{Lab, LabArgs};
-use crate::product::{Settings, StoreKind};
-use crate::strategy::Catalogue;
+use crate::model::info::{Expect, Hazard, Scenario};
+use crate::model::product::{Settings, StoreKind};
+use crate::stock::strategy::Catalogue;
 
 /// One row of a scenario: the race's row plus what was expected of it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -73,7 +73,7 @@ pub struct ScenarioRow {
     /// After a fault that loses writes: what reconciliation found and
     /// repaired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reconciled: Option<crate::life::reconcile::Drift>,
+    pub reconciled: Option<crate::orders::life::reconcile::Drift>,
 }
 
 /// Whether `row` shows what `expect` predicts (and is honest: every 200 a
@@ -83,8 +83,8 @@ pub fn met(expect: Expect, row: &Row) -> bool {
     // Every 200 a client saw is one recorded order, every order a 200 or
     // an unknown outcome, and the independent history check agrees (an
     // expected oversell breaks only the safe strategies' rules).
-    let honest =
-        row.client_ok + row.unknown_sold == row.sold && crate::check::truthful(&row.violations);
+    let honest = row.client_ok + row.unknown_sold == row.sold
+        && crate::judge::check::truthful(&row.violations);
     honest
         && match expect {
             Expect::Oversells => row.oversold > 0,
@@ -200,7 +200,7 @@ impl Ctx {
     }
 
     /// A race on `target` shaped by `case`, judged by its expectation.
-    async fn race(&mut self, target: &Target, case: Case<'_>) -> anyhow::Result<ScenarioRow> {
+    async fn race(&mut self, target: &Gateway, case: Case<'_>) -> anyhow::Result<ScenarioRow> {
         let spec = RaceSpec {
             product_id: self.product(),
             strategy: case.strategy.to_owned(),
@@ -331,7 +331,7 @@ async fn stage(scenario: Scenario, ctx: &mut Ctx) -> anyhow::Result<Vec<Scenario
 /// A scripted buy fired in the background; its result joins the row.
 type Pending = tokio::task::JoinHandle<Attempt>;
 
-fn buy_in_background(target: &Target, product: i64, user: &str) -> Pending {
+fn buy_in_background(target: &Gateway, product: i64, user: &str) -> Pending {
     let (target, user) = (target.clone(), user.to_owned());
     tokio::spawn(async move { Attempt::make(&target, product, &user).await })
 }
@@ -341,7 +341,7 @@ impl Ctx {
     /// and the history check.
     async fn scripted_row(
         &self,
-        target: &Target,
+        target: &Gateway,
         product: i64,
         attempts: &[Attempt],
         started: Instant,

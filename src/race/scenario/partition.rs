@@ -64,13 +64,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{Ctx, ScenarioRow, buy_in_background, judge, reset};
-use crate::info::{Expect, Hazard, Info, Scenario};
 use crate::lab::Lab;
 use crate::lab::LabArgs;
+use crate::lab::client::Gateway;
 use crate::lab::links::Backend;
 use crate::lab::proxy::Mode;
-use crate::product::{Settings, StoreKind};
-use crate::race::client::Target;
+use crate::model::info::{Expect, Hazard, Info, Scenario};
+use crate::model::product::{Settings, StoreKind};
 
 /// The variant where only the lock's backend is cut off.
 pub const LOCK_ONLY: &str = "lock-only";
@@ -184,8 +184,8 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     };
     ctx.with_lab(topology, async |ctx, lab| {
         let token = &lab.info.admin_token;
-        let a = Target::new(&lab.info.instances[0].url, token, 8)?;
-        let b = Target::new(&lab.info.instances[1].url, token, 8)?;
+        let a = Gateway::new(&lab.info.instances[0].url, token, 8)?;
+        let b = Gateway::new(&lab.info.instances[1].url, token, 8)?;
         let mut rows = Vec::new();
         for (hazard, variant) in VARIANTS {
             let declared: Vec<(Info, Expect)> = ctx

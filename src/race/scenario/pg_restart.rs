@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow, met};
-use crate::info::{Expect, Scenario};
 use crate::lab::LabArgs;
-use crate::product::{Settings, StoreKind};
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Expect, Scenario};
+use crate::model::product::{Settings, StoreKind};
 use crate::race::driver::{fire, reset};
 
 /// Units on sale.
@@ -55,7 +55,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         .map(|info| info.id)
         .collect();
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
-        let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 16)?;
+        let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 16)?;
         let mut rows = Vec::new();
         for (variant, signal) in VARIANTS {
             for strategy in &strategies {

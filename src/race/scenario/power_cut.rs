@@ -32,12 +32,12 @@ use serde::{Deserialize, Serialize};
 
 use super::redis_crash::ok_count;
 use super::{Ctx, ScenarioRow};
-use crate::info::Scenario;
+use crate::lab::client::Gateway;
 use crate::lab::disk::Recovery;
 use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
-use crate::product::{Settings, StoreKind};
-use crate::race::client::Target;
+use crate::model::info::Scenario;
+use crate::model::product::{Settings, StoreKind};
 use crate::race::driver::{Attempt, Row, fire, reset, vanished_row};
 
 /// Units per product.
@@ -143,7 +143,7 @@ async fn cut_mid_sale(
     variant: &str,
     loss: Loss,
 ) -> anyhow::Result<Vec<ScenarioRow>> {
-    let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 8)?;
+    let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 8)?;
     let mut sales = lay_out(ctx, &gateway, cases).await?;
     let started = Instant::now();
     eprintln!("  {variant}: {} products, first wave", sales.len());
@@ -199,7 +199,7 @@ async fn cut_mid_sale(
 /// A product per case, reset on its store.
 async fn lay_out(
     ctx: &mut Ctx,
-    gateway: &Target,
+    gateway: &Gateway,
     cases: &[(&'static str, StoreKind)],
 ) -> anyhow::Result<Vec<Sale>> {
     let mut sales = Vec::new();
@@ -239,7 +239,12 @@ fn say(variant: &str, recoveries: &[Recovery]) {
 /// The row of `sale`: its drained ledger and history check, or — when its
 /// stores came back without it (PostgreSQL with fsync off returns to its
 /// last synced image) — the row of a vanished product.
-async fn settle(ctx: &Ctx, gateway: &Target, sale: &Sale, started: Instant) -> anyhow::Result<Row> {
+async fn settle(
+    ctx: &Ctx,
+    gateway: &Gateway,
+    sale: &Sale,
+    started: Instant,
+) -> anyhow::Result<Row> {
     let gone = matches!(gateway.ledger(sale.product).await,
         Err(error) if format!("{error:#}").contains("unknown_product"));
     match gone {
@@ -254,7 +259,7 @@ async fn settle(ctx: &Ctx, gateway: &Target, sale: &Sale, started: Instant) -> a
 /// Probes `sale`'s product every 100 ms until it answers from its store
 /// (a sale, or sold out): how long after the cut that was; none if it
 /// never did, or its stores no longer know it.
-async fn resume(gateway: &Target, sale: &mut Sale, cut_at: Instant) -> Option<u64> {
+async fn resume(gateway: &Gateway, sale: &mut Sale, cut_at: Instant) -> Option<u64> {
     let mut probe = 0;
     while cut_at.elapsed() < RESUME_WITHIN {
         let attempt = Attempt::make(gateway, sale.product, &format!("resume-{probe}")).await;
@@ -282,7 +287,7 @@ fn judge(loss: Loss, row: &Row, acknowledged: u64, all_back: bool) -> (&'static 
     let truthful_otherwise = row.violations.keys().all(|k| {
         k == "ok_without_order"
             || (loss != Loss::None && k == "duplicate_unit")
-            || !crate::check::UNIVERSAL.contains(&k.as_str())
+            || !crate::judge::check::UNIVERSAL.contains(&k.as_str())
     });
     let (expected, met) = match loss {
         Loss::None => (

@@ -12,11 +12,11 @@
 //! race of ~10 s).
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::{Expect, Scenario};
 use crate::lab::LabArgs;
+use crate::lab::client::Gateway;
 use crate::lab::nginx::GatewayLimits;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::model::info::{Expect, Scenario};
+use crate::model::product::Settings;
 
 /// nginx: requests per second per address, and the burst.
 const GATEWAY: (u32, u32) = (100, 20);
@@ -37,7 +37,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         ..LabArgs::with_instances(2)
     };
     ctx.with_lab(topology, async |ctx, lab| {
-        let target = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
+        let target = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
         let variant = format!("gw={}/s svc={}/s", GATEWAY.0, SERVICE.0);
         let mut rows = Vec::new();
         // One lock-free and one locked strategy: the edge is in front of

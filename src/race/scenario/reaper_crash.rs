@@ -12,7 +12,7 @@
 //! the holds), A is SIGKILLed and B resumed (SIGCONT). After B's reaper
 //! had its turn, new buyers buy what is on sale.
 //!
-//! Expected, from the mechanisms (`src/life/giveback.rs`):
+//! Expected, from the mechanisms (`src/orders/life/giveback.rs`):
 //! - `naive-cron`: A put the units back and died before marking the
 //!   holds; B finds them still held and overdue and puts them back again.
 //!   Every unit is sold twice: oversold.
@@ -29,10 +29,10 @@ use nix::sys::signal::Signal;
 
 use super::holds::{LifeRace, SELLERS, holding, variant, wait_for};
 use super::{Ctx, ScenarioRow, fault};
-use crate::info::Scenario;
+use crate::lab::client::Gateway;
 use crate::lab::{Lab, LabArgs};
-use crate::product::life::Giveback;
-use crate::race::client::Target;
+use crate::model::info::Scenario;
+use crate::model::product::hold_terms::Giveback;
 use crate::race::driver::{Attempt, fire, reset};
 
 /// Holds per product.
@@ -58,8 +58,8 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         let token = &lab.info.admin_token;
         let [a, b] = [0, 1].map(|i| lab.info.instances[i].clone());
         let (on_a, on_b) = (
-            Target::new(&a.url, token, 8)?,
-            Target::new(&b.url, token, 8)?,
+            Gateway::new(&a.url, token, 8)?,
+            Gateway::new(&b.url, token, 8)?,
         );
         let started = Instant::now();
         let cases = lay_out(ctx, &on_a).await?;
@@ -115,7 +115,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
 /// resumed, and B's reaper given its turn.
 async fn crash_between_steps(
     lab: &Lab,
-    (on_a, on_b): (&Target, &Target),
+    (on_a, on_b): (&Gateway, &Gateway),
     cases: &[Case],
     all_due: Instant,
 ) -> anyhow::Result<()> {
@@ -208,7 +208,7 @@ async fn freeze_idle(lab: &Lab, name: &str) -> anyhow::Result<()> {
 
 /// Every product reset first, then every first wave at once, so that all
 /// the holds fall due together, inside one pause.
-async fn lay_out(ctx: &mut Ctx, on_a: &Target) -> anyhow::Result<Vec<Case>> {
+async fn lay_out(ctx: &mut Ctx, on_a: &Gateway) -> anyhow::Result<Vec<Case>> {
     let mut cases = Vec::new();
     for giveback in Giveback::ALL {
         for (strategy, store) in SELLERS {

@@ -38,12 +38,12 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Ctx, ScenarioRow};
-use crate::info::Scenario;
+use crate::lab::client::Gateway;
 use crate::lab::durability::Durability;
 use crate::lab::{Lab, LabArgs};
-use crate::life::reconcile::Drift;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::model::info::Scenario;
+use crate::model::product::Settings;
+use crate::orders::life::reconcile::Drift;
 use crate::race::driver::{Attempt, Row, fire, reset};
 
 /// Units on sale; the first wave buys half of them before the crash.
@@ -151,7 +151,7 @@ impl Crash {
         let truthful_otherwise = self.row.violations.keys().all(|k| {
             k == "ok_without_order"
                 || (matches!(loss, Loss::Some | Loss::Wave) && k == "duplicate_unit")
-                || !crate::check::UNIVERSAL.contains(&k.as_str())
+                || !crate::judge::check::UNIVERSAL.contains(&k.as_str())
         });
         ScenarioRow {
             met: met && truthful_otherwise,
@@ -179,7 +179,7 @@ pub(super) async fn crash_mid_sale(
     variant: &str,
     slow: Option<Duration>,
 ) -> anyhow::Result<Crash> {
-    let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 8)?;
+    let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 8)?;
     let product = ctx.product();
     reset(&gateway, product, strategy, STOCK, Settings::default()).await?;
     let decoy = ctx.product();

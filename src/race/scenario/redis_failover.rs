@@ -60,13 +60,14 @@ use nix::sys::signal::Signal;
 
 use super::{Ctx, Pending, STEP, ScenarioRow, buy_in_background, fault, judge, reset, until};
 use crate::backends::Footprint;
-use crate::info::{Expect, Hazard, Scenario};
-use crate::lab::sentinel::{self, SentinelInfo};
+use crate::lab::client::Gateway;
+use crate::lab::sentinel;
+use crate::lab::sentinel::SentinelInfo;
 use crate::lab::{Lab, LabArgs};
-use crate::product::{Product, Settings, StoreKind, keys};
-use crate::race::client::Target;
+use crate::model::info::{Expect, Hazard, Scenario};
+use crate::model::product::{Product, Settings, StoreKind, keys};
 use crate::race::driver::Attempt;
-use crate::strategy::Catalogue;
+use crate::stock::strategy::Catalogue;
 
 /// The holders' time inside their sections: enough for the master to die,
 /// the sentinels to promote the replica (about 2 s after the kill in the
@@ -88,8 +89,8 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     };
     ctx.with_lab(topology, async |ctx, lab| {
         let token = &lab.info.admin_token;
-        let a = Target::new(&lab.info.instances[0].url, token, 8)?;
-        let b = Target::new(&lab.info.instances[1].url, token, 8)?;
+        let a = Gateway::new(&lab.info.instances[0].url, token, 8)?;
+        let b = Gateway::new(&lab.info.instances[1].url, token, 8)?;
         let topology = lab
             .info
             .sentinel
@@ -173,7 +174,7 @@ pub(super) struct Holders {
 impl Holders {
     /// Sends a holder per race (product, expectation, whether it locks on
     /// Redis) through `a`, each to work `work_ms` inside its section.
-    pub(super) fn send(a: &Target, races: &[(i64, Expect, bool)], work_ms: u64) -> Self {
+    pub(super) fn send(a: &Gateway, races: &[(i64, Expect, bool)], work_ms: u64) -> Self {
         Self {
             started: Instant::now(),
             pending: races
@@ -230,7 +231,7 @@ impl Holders {
     pub(super) async fn second_buyers(
         self,
         ctx: &Ctx,
-        b: &Target,
+        b: &Gateway,
         scenario: Scenario,
         variant: &str,
     ) -> anyhow::Result<Vec<ScenarioRow>> {

@@ -7,14 +7,14 @@
 use nix::sys::signal::Signal;
 
 use super::{Case, Ctx, ScenarioRow, fault};
-use crate::info::{Expect, Hazard, Scenario};
 use crate::lab::LabArgs;
-use crate::product::{Quorum, Settings};
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Expect, Hazard, Scenario};
+use crate::model::product::{Quorum, Settings};
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
-        let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
+        let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
         fault(lab, "redis-3", Signal::SIGKILL)?;
         let all = Settings {
             quorum: Quorum::All,

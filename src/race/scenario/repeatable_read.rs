@@ -13,14 +13,14 @@
 //! the declared outcome is InnoDB's.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::{Expect, Hazard, Scenario};
 use crate::lab::LabArgs;
-use crate::product::{Settings, StoreKind};
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Expect, Hazard, Scenario};
+use crate::model::product::{Settings, StoreKind};
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
-        let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
+        let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
         // Retries enough for 20 buyers to take 5 units one commit at a
         // time, where a database makes them retry.
         let settings = Settings {

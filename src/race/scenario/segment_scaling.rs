@@ -6,17 +6,17 @@
 //! one, measured in the same run.
 
 use super::{Case, Ctx, ScenarioRow};
-use crate::info::{Expect, Scenario};
 use crate::lab::LabArgs;
-use crate::product::Settings;
-use crate::race::client::Target;
+use crate::lab::client::Gateway;
+use crate::model::info::{Expect, Scenario};
+use crate::model::product::Settings;
 
 /// The speed-up 8 segments must reach over one.
 pub const MIN_SPEEDUP: f64 = 4.0;
 
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
-        let gateway = Target::new(&lab.info.gateway_url, &lab.info.admin_token, 80)?;
+        let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 80)?;
         let base = Settings {
             work_ms: 50,
             acquire_timeout_ms: 30_000,

@@ -37,10 +37,10 @@ use std::time::Duration;
 
 use super::redis_crash::{Loss, crash_mid_sale};
 use super::{Ctx, ScenarioRow};
-use crate::info::Scenario;
 use crate::lab::LabArgs;
 use crate::lab::durability::Durability;
-use crate::product::StoreKind;
+use crate::model::info::Scenario;
+use crate::model::product::StoreKind;
 
 /// How long each fsync under Redis's data takes with `everysec`: longer
 /// than the two seconds Redis postpones its write.

@@ -1,0 +1,197 @@
+//! `POST /stock/{id}/buy`: parses the request, calls the use case
+//! ([`crate::sale::buy`]) and maps its answer.
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use uuid::Uuid;
+
+use super::AppState;
+use crate::instance::auth::{Buyer, UserQuery};
+use crate::model::error::{ApiError, ErrorBody};
+use crate::model::product::{now_ms, parse_id};
+use crate::sale;
+use crate::sale::idempotency;
+use crate::sale::idempotency::Sold;
+use crate::sale::live;
+use crate::sale::{Bought, Purchase, Refusal};
+
+/// Sells one unit to the buyer, under the product's strategy. The body is
+/// ignored (JMeter posts an empty form body).
+#[utoipa::path(
+    post,
+    path = "/stock/{id}/buy",
+    tag = "sale",
+    security((), ("buyer_token" = [])),
+    params(
+        ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
+        ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
+         pattern = "^[A-Za-z0-9._:@-]+$",
+         description = "the buyer; `?user=` is accepted in its place, for clients that \
+                        cannot set a header (OpenAPI cannot say \"one of the two\")"),
+        UserQuery,
+        ("X-Reservation" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
+         pattern = "^[!-~]+$",
+         description = "the buyer's reservation (`POST /stock/{id}/reserve`), for a product with `prebooking`"),
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
+         pattern = "^[!-~]+$",
+         description = "a retry with the same key (same product, buyer and reset) gets \
+                        the original order back instead of buying again"),
+    ),
+    responses(
+        (status = 200, description = "sold: one order recorded", body = Sold, headers(
+            ("Idempotent-Replayed" = String, description = "`true` when this is the answer of an earlier request with the same Idempotency-Key"),
+        )),
+        (status = 400, description = "`bad_request`: a malformed id, buyer or Idempotency-Key, or no buyer", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
+        (status = 403, description = "`not_started`: the product's sale window opens in `seconds_left` s; \
+                                      `not_reserved`: the product sells only to buyers holding a reservation; \
+                                      `bad_path`: the product sells only on a hidden path (`GET /stock/{id}/path`)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds until the sale opens"),
+        )),
+        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        (status = 410, description = "`ended`: the product's sale window has closed", body = ErrorBody),
+        (status = 409, description = "`sold_out` (between waves: with `seconds_left`, `opens_at_ms` and `Retry-After` for the next one), or `limit_reached` (the buyer holds the product's per-user limit)", body = ErrorBody),
+        (status = 429, description = "`rate_limited` by the gateway, the address's bucket or the buyer's (`X-Limited-By` says which)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds"),
+            ("X-Limited-By" = String, description = "`gateway`, `service` (the address's bucket) or `buyer` (the buyer's)"),
+        )),
+        (status = 500, description = "`backend`: a backend failed; a sale is recorded whole or not at all", body = ErrorBody),
+        (status = 503, description = "`busy` (lock not acquired in time, retries exhausted, overloaded: nothing was sold), \
+                                      `unavailable` (a backend was down before anything was sent), or \
+                                      `outcome_unknown` (the sale may have happened: retry with the same Idempotency-Key)",
+         body = ErrorBody, headers(("Retry-After" = u64, description = "seconds"))),
+    )
+)]
+pub async fn buy(
+    State(app): State<AppState>,
+    Extension(Buyer(buyer)): Extension<Buyer>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    sell(&app, buyer, &raw_id, &headers, None, started).await
+}
+
+/// One buy of product `raw_id` by `buyer`, on its plain path or on the
+/// hidden `path`: the use case called, its answer mapped and counted in
+/// the live view.
+pub(super) async fn sell(
+    app: &AppState,
+    buyer: String,
+    raw_id: &str,
+    headers: &HeaderMap,
+    path: Option<String>,
+    started: Instant,
+) -> Result<Response, ApiError> {
+    let purchase = Purchase {
+        product: parse_id(raw_id)?,
+        buyer,
+        reservation: reservation(headers)?.map(str::to_owned),
+        key: idempotency::parse(headers)?,
+        path,
+        request_id: request_id(headers),
+    };
+    let id = purchase.product;
+    let bought = sale::buy(app.shop(), purchase, started).await;
+    // The live view counts what buyers of a known product were told.
+    let kind = match &bought {
+        Ok(_) => Some(live::Answer::Sold),
+        Err(refusal) => refusal.kind(),
+    };
+    if let Some(kind) = kind {
+        let live = &app.shop().memory.live;
+        live.record(id, kind, started.elapsed(), now_ms() / 1000);
+    }
+    match bought? {
+        Bought::New(sold) => Ok(Json(sold).into_response()),
+        Bought::Replayed(sold) => Ok(replayed(sold)),
+    }
+}
+
+/// A refusal as the contract answers it.
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::UnknownProduct(id) => Self::UnknownProduct(id),
+            Refusal::NotStarted {
+                starts_in,
+                opens_at_ms,
+            } => Self::NotStarted {
+                starts_in,
+                opens_at_ms,
+            },
+            Refusal::Ended => Self::Ended,
+            Refusal::NotReserved => Self::NotReserved,
+            Refusal::BadPath(why) => Self::BadPath(why),
+            Refusal::SoldOut => Self::SoldOut,
+            Refusal::SoldOutUntil {
+                next_in,
+                next_at_ms,
+            } => Self::SoldOutUntil {
+                next_in,
+                next_at_ms,
+            },
+            Refusal::LimitReached => Self::LimitReached,
+            Refusal::Busy {
+                reason,
+                retry_after,
+            } => Self::Busy {
+                message: reason.to_owned(),
+                retry_after,
+            },
+            Refusal::OutcomeUnknown { order_id, cause } => Self::OutcomeUnknown {
+                order_id: Some(order_id),
+                cause,
+            },
+            Refusal::Failed(error) => Self::Backend(error),
+        }
+    }
+}
+
+/// The gateway's request id (nginx sets `X-Request-Id` to its
+/// `$request_id`), or a fresh one for a direct call, so one buy can be
+/// followed through the logs.
+fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64)
+        .map_or_else(|| Uuid::new_v4().simple().to_string(), str::to_owned)
+}
+
+/// A replayed sale: the original answer, marked as such.
+fn replayed(sold: Sold) -> Response {
+    let mut response = Json(sold).into_response();
+    response
+        .headers_mut()
+        .insert(idempotency::REPLAYED, HeaderValue::from_static("true"));
+    response
+}
+
+/// Longest `X-Reservation` accepted (a token is 64 hex digits).
+const MAX_RESERVATION_LEN: usize = 128;
+
+/// `X-Reservation`, when sent: 1 to 128 visible ASCII characters, as the
+/// document says, checked on every buy — a malformed one is refused
+/// whether or not the product takes reservations (Schemathesis sent an
+/// empty one to a product without pre-booking and it was accepted).
+fn reservation(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get("x-reservation") else {
+        return Ok(None);
+    };
+    let visible = |token: &str| token.bytes().all(|b| (b'!'..=b'~').contains(&b));
+    match value.to_str() {
+        Ok(token) if !token.is_empty() && token.len() <= MAX_RESERVATION_LEN && visible(token) => {
+            Ok(Some(token))
+        }
+        _ => Err(ApiError::BadRequest(format!(
+            "X-Reservation must be 1 to {MAX_RESERVATION_LEN} visible ASCII characters"
+        ))),
+    }
+}

@@ -1,0 +1,151 @@
+//! A product's hidden buy path (`hidden_path`, [`crate::sale::hidden`]):
+//! `GET /stock/{id}/path` hands an identified buyer a one-time path inside
+//! the sale window; `POST /stock/{id}/buy/{path}` buys on it.
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use crate::instance::auth::{Buyer, UserQuery};
+use crate::model::error::{ApiError, ErrorBody};
+use crate::model::product::{Product, Window, parse_id};
+use crate::sale::hidden;
+use crate::sale::product_store;
+
+/// A buy path handed out.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BuyPath {
+    /// The product.
+    pub product_id: i64,
+    /// Where to buy, once: `POST` it (relative to the gateway).
+    pub path: String,
+    /// Until when it may be bought on, in ms since the Unix epoch.
+    pub expires_at_ms: u64,
+}
+
+/// The buyer's one-time buy path for a product with `hidden_path`, inside
+/// its sale window: bound to the buyer, the product and its reset, valid
+/// for 10 s. Asking again gives another.
+#[utoipa::path(
+    get,
+    path = "/stock/{id}/path",
+    tag = "sale",
+    security((), ("buyer_token" = [])),
+    params(
+        ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
+        ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
+         pattern = "^[A-Za-z0-9._:@-]+$",
+         description = "the buyer; `?user=` is accepted in its place"),
+        UserQuery,
+    ),
+    responses(
+        (status = 200, description = "the buyer's path, to buy on once", body = BuyPath),
+        (status = 400, description = "`bad_request`: a malformed id or buyer, or no buyer", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token", body = ErrorBody),
+        (status = 403, description = "`not_started`: the sale opens in `seconds_left` s (no path before)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds until the sale opens"),
+        )),
+        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        (status = 409, description = "`no_path`: the product sells on its plain path", body = ErrorBody),
+        (status = 410, description = "`ended`: the sale window has closed", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the buyer's bucket is empty (`X-Limited-By: buyer`)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds"),
+            ("X-Limited-By" = String, description = "`buyer`"),
+        )),
+        (status = 503, description = "`unavailable`: a backend is down", body = ErrorBody),
+    )
+)]
+pub async fn issue(
+    State(app): State<AppState>,
+    Extension(Buyer(buyer)): Extension<Buyer>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<BuyPath>, ApiError> {
+    let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let id = parse_id(&raw_id)?;
+    let product = product(&app, id).await?;
+    if !product.settings.hidden_path {
+        return Err(ApiError::NoPath);
+    }
+    let now = app.backends().clock.now_ms();
+    match product.settings.window(now) {
+        Window::Open => {}
+        Window::NotStarted(ms) => {
+            return Err(ApiError::NotStarted {
+                starts_in: std::time::Duration::from_millis(ms),
+                opens_at_ms: product.settings.opens_at_ms,
+            });
+        }
+        Window::Ended => return Err(ApiError::Ended),
+    }
+    let keys = &app.shop().reservations;
+    let issued = hidden::issue(keys, id, product.epoch, &buyer, now);
+    Ok(Json(BuyPath {
+        product_id: id,
+        path: format!("/stock/{id}/buy/{}", issued.token),
+        expires_at_ms: issued.expires_at_ms,
+    }))
+}
+
+/// The instance's copy of product `id`, or the store's.
+async fn product(app: &AppState, id: i64) -> Result<Product, ApiError> {
+    if let Ok(listed) = app.shop().memory.products.get(id) {
+        return Ok(listed.product.clone());
+    }
+    let mut conn = app.redis().await?;
+    product_store::load(app.backends(), &mut conn, id)
+        .await?
+        .ok_or(ApiError::UnknownProduct(id))
+}
+
+/// Buys one unit on a hidden path from `GET /stock/{id}/path`, once; the
+/// rest as `POST /stock/{id}/buy` (its headers and answers).
+#[utoipa::path(
+    post,
+    path = "/stock/{id}/buy/{path}",
+    tag = "sale",
+    security((), ("buyer_token" = [])),
+    params(
+        ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
+        ("path" = String, Path, description = "the token of the buyer's path"),
+        ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
+         pattern = "^[A-Za-z0-9._:@-]+$",
+         description = "the buyer; `?user=` is accepted in its place"),
+        UserQuery,
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
+         pattern = "^[!-~]+$",
+         description = "a retry on the same path with the same key gets the original order back"),
+    ),
+    responses(
+        (status = 200, description = "sold: one order recorded", body = crate::sale::idempotency::Sold),
+        (status = 400, description = "`bad_request`: a malformed id, buyer or Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token", body = ErrorBody),
+        (status = 403, description = "`bad_path`: not this buyer's path for this product and reset, expired, used already, or the product has no hidden path; \\
+                                      `not_started`, `not_reserved` as on the plain path", body = ErrorBody),
+        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        (status = 409, description = "`sold_out` or `limit_reached`", body = ErrorBody),
+        (status = 410, description = "`ended`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`X-Limited-By` says which bucket)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds"),
+            ("X-Limited-By" = String, description = "`gateway`, `service` or `buyer`"),
+        )),
+        (status = 500, description = "`backend`: a backend failed; a sale is recorded whole or not at all", body = ErrorBody),
+        (status = 503, description = "`busy`, `unavailable` or `outcome_unknown`, as on the plain path", body = ErrorBody),
+    )
+)]
+pub async fn buy_on_path(
+    State(app): State<AppState>,
+    Extension(Buyer(buyer)): Extension<Buyer>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let Path((raw_id, token)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    super::buy::sell(&app, buyer, &raw_id, &headers, Some(token), started).await
+}

@@ -1,0 +1,89 @@
+//! `POST /stock/{id}/reserve`: pre-booking, before a sale opens.
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, State};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use crate::instance::auth::{Buyer, UserQuery};
+use crate::model::error::{ApiError, ErrorBody};
+use crate::model::product::{Window, parse_id};
+use crate::sale::product_store;
+
+/// A reservation: what the buyer sends back as `X-Reservation` when the
+/// sale opens.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Reservation {
+    /// The product reserved.
+    pub product_id: i64,
+    /// The buyer it is for; no other buyer can use it.
+    pub user: String,
+    /// The token: the `X-Reservation` header of the buyer's buy.
+    pub token: String,
+    /// When the sale opens, in ms since the Unix epoch.
+    pub opens_at_ms: u64,
+}
+
+/// Reserves a unit's right to buy for the buyer, on a product with
+/// `prebooking`, until the sale opens. A reservation is not a unit: the
+/// stock still goes to whoever buys first, among the holders. Asking
+/// again gives the same token.
+#[utoipa::path(
+    post,
+    path = "/stock/{id}/reserve",
+    tag = "sale",
+    security((), ("buyer_token" = [])),
+    params(
+        ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
+        ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
+         pattern = "^[A-Za-z0-9._:@-]+$",
+         description = "the buyer; `?user=` is accepted in its place"),
+        UserQuery,
+    ),
+    responses(
+        (status = 200, description = "reserved: the token to buy with", body = Reservation),
+        (status = 400, description = "`bad_request`: a malformed id or buyer, or no buyer", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
+        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        (status = 409, description = "`not_reservable`: the product takes no reservations, or its sale has opened", body = ErrorBody),
+        (status = 429, description = "`rate_limited` by the gateway, the address's bucket or the buyer's (`X-Limited-By` says which)", body = ErrorBody, headers(
+            ("Retry-After" = u64, description = "seconds"),
+            ("X-Limited-By" = String, description = "`gateway`, `service` (the address's bucket) or `buyer` (the buyer's)"),
+        )),
+        (status = 503, description = "`unavailable`: a backend is down", body = ErrorBody),
+    )
+)]
+pub async fn reserve(
+    State(app): State<AppState>,
+    Extension(Buyer(user)): Extension<Buyer>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Reservation>, ApiError> {
+    let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let id = parse_id(&raw_id)?;
+    let mut conn = app.redis().await?;
+    let product = product_store::load(app.backends(), &mut conn, id)
+        .await?
+        .ok_or(ApiError::UnknownProduct(id))?;
+    if !product.settings.prebooking {
+        return Err(ApiError::NotReservable(
+            "this product takes no reservations: anyone may buy when it opens",
+        ));
+    }
+    if !matches!(
+        product.settings.window(app.backends().clock.now_ms()),
+        Window::NotStarted(_)
+    ) {
+        return Err(ApiError::NotReservable(
+            "reservations closed when the sale opened",
+        ));
+    }
+    let token = app.shop().reservations.sign(id, product.epoch, &user);
+    Ok(Json(Reservation {
+        product_id: id,
+        user,
+        token,
+        opens_at_ms: product.settings.opens_at_ms,
+    }))
+}

@@ -1,0 +1,93 @@
+//! `redis-lock`: `SET key token NX PX ttl`, released by a Lua
+//! compare-and-delete, acquired with bounded retry and jittered backoff —
+//! the articles' "correct" single-Redis lock.
+//!
+//! Known failure: the lease. When the holder's work outlives `lease_ms` the
+//! key expires, a second buyer takes the lock while the first is still in
+//! the section, and both sell from the same stock reading.
+
+use std::time::Instant;
+
+use uuid::Uuid;
+
+use super::{Lock, Token};
+use crate::backends::Footprint;
+use crate::backends::failure::BackendError;
+use crate::backends::lease::{release_key, try_set};
+use crate::model::backoff;
+use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
+use crate::model::product::{Product, StoreKind, keys};
+use crate::model::seam::BuyCtx;
+
+/// The `redis-lock` strategy's catalogue entry.
+pub const INFO: Info = Info {
+    id: "redis-lock",
+    backend: "redis",
+    store: StoreKind::Redis,
+    stores: ANY_STORE,
+    mechanism: "SET key uuid NX PX ttl; Lua compare-and-delete release; bounded retry with backoff",
+    safe: true,
+    safe_against: "many instances; a holder that finishes within its lease",
+    unsafe_against: "work that outlives lease_ms (the lock expires under the holder)",
+    under: &[
+        (Hazard::Contention, Expect::NoOversell),
+        (Hazard::LeaseExpiry, Expect::Oversells),
+        (Hazard::FrozenHolder, Expect::Oversells),
+        (Hazard::HolderCrash, Expect::SellsAll),
+        (Hazard::Partition, Expect::SellsAll),
+        (Hazard::PartitionWithStore, Expect::Oversells),
+        (Hazard::Failover, Expect::Oversells),
+    ],
+    recipes: &[],
+};
+
+/// The lease-based Redis lock.
+pub struct RedisLock;
+
+/// Retries [`try_set`] on `key` until `deadline`, backing off by how long
+/// the buy has waited (up to 16 ms).
+pub async fn spin(
+    ctx: &BuyCtx<'_>,
+    key: &str,
+    token: &str,
+    deadline: Instant,
+) -> Result<bool, BackendError> {
+    let mut conn = ctx.redis.clone();
+    let lease_ms = ctx.product.settings.lease_ms;
+    loop {
+        if try_set(&mut conn, key, token, lease_ms).await? {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(backoff::delay_since(ctx.started, 16, deadline)).await;
+    }
+}
+
+impl Lock for RedisLock {
+    type Guard = Token;
+
+    async fn acquire(
+        &self,
+        ctx: &BuyCtx<'_>,
+        deadline: Instant,
+    ) -> Result<Option<Token>, BackendError> {
+        let token = Uuid::new_v4().to_string();
+        let held = spin(ctx, &keys::lock(ctx.product.id), &token, deadline).await?;
+        Ok(held.then_some(Token(token)))
+    }
+
+    async fn release(&self, ctx: &BuyCtx<'_>, guard: Token) -> Result<(), BackendError> {
+        release_key(
+            &mut ctx.redis.clone(),
+            &keys::lock(ctx.product.id),
+            &guard.0,
+        )
+        .await
+    }
+
+    fn footprint(&self, product: &Product) -> Footprint {
+        Footprint::redis([keys::lock(product.id)])
+    }
+}
