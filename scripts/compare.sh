@@ -14,9 +14,9 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cargo build --release --locked
 status=0
-target/release/seckill race --instances 2 --json compare.json --report compare.html "$@" || status=$?
+target/release/seckill race --instances 2 --out compare.json --report compare.html "$@" || status=$?
 case " $* " in *" --scenario"*) exit "$status" ;; esac
 echo
 echo "The give-back mechanisms side by side: a payment landing inside the give-back's pause"
-target/release/seckill race --scenario late-payment --json compare-giveback.json || status=$?
+target/release/seckill race --scenario late-payment --out compare-giveback.json || status=$?
 exit "$status"

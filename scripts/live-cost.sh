@@ -33,7 +33,7 @@ for round in $(seq 1 "$rounds"); do
       sleep 3 # the page loaded and polling
     fi
     product=$((product + 1))
-    "${race[@]}" --first-product "$product" --json "$work/$round-$page.json" >/dev/null
+    "${race[@]}" --first-product "$product" --out "$work/$round-$page.json" >/dev/null
     rps=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))[0]['rps']))" "$work/$round-$page.json")
     printf '%-6s %-7s %10s\n' "$round" "$page" "$rps"
     echo "$rps" >>"$work/$page.rps"

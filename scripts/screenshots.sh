@@ -16,7 +16,7 @@ shoot() { # width height file
 # Finished races: an unsafe strategy oversells, safe ones on Redis and on
 # MySQL do not; they land in the report.
 "${race[@]}" --strategies naive,redis-lua,db-atomic@mysql,zookeeper --stock 100 --buyers 1000 \
-  --concurrency 100 --json "$work/report.json" >/dev/null
+  --concurrency 100 --out "$work/report.json" >/dev/null
 target/release/seckill report --input "$work/report.json" --out "$work/report.html" >/dev/null
 shoot 1280 560 docs/report.png "file://$work/report.html"
 

@@ -1,5 +1,5 @@
 //! Every named scenario, run the way users run it (`seckill race
-//! --scenario NAME --json FILE`), each starting its own lab and injecting
+//! --scenario NAME --out FILE`), each starting its own lab and injecting
 //! its fault. The binary's exit code says whether every expectation was
 //! met; the rows are checked here too, so a wrong expectation cannot pass
 //! silently.
@@ -41,7 +41,7 @@ fn scenario_with(name: &str, flags: &[&str]) -> Vec<ScenarioRow> {
             "200",
         ])
         .args(flags)
-        .args(["--concurrency", "50", "--json"])
+        .args(["--concurrency", "50", "--out"])
         .arg(out.path())
         .arg("--report")
         .arg(page.path())
@@ -430,7 +430,7 @@ fn every_safe_strategy_holds_in_every_repeated_race() {
     let status = Command::new(env!("CARGO_BIN_EXE_seckill"))
         .args(["race", "--repeat", &repeat.to_string()])
         .args(["--stock", "20", "--buyers", "100", "--concurrency", "20"])
-        .arg("--json")
+        .arg("--out")
         .arg(out.path())
         .status()
         .expect("running seckill race --repeat");
@@ -603,7 +603,7 @@ fn the_bench_measures_every_figure_against_its_baselines() {
             "--concurrency",
             "16",
         ])
-        .arg("--json")
+        .arg("--out")
         .arg(out.path())
         .status()
         .expect("running seckill bench");

@@ -91,10 +91,23 @@ pub fn text_table(infos: &[Info]) -> String {
 /// `seckill strategies`' flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StrategiesArgs {
-    /// `text`, `json` (as `GET /strategies`), `markdown` (the README's
-    /// table) or `jmeter-csv` (`jmeter/strategies.csv`).
-    #[arg(long, default_value = "text")]
-    pub format: String,
+    /// How to print the catalogue.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// What `seckill strategies` prints: a closed choice, so clap lists the
+/// values in `--help` and refuses any other before anything runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A table for a terminal.
+    Text,
+    /// As `GET /strategies` answers.
+    Json,
+    /// The README's strategy table.
+    Markdown,
+    /// `jmeter/strategies.csv`, the plans' strategy list.
+    JmeterCsv,
 }
 
 /// docs/http.md's status table: every error code with its status and what
@@ -115,14 +128,11 @@ pub fn status_table() -> String {
 /// Prints the catalogue in the asked format.
 pub fn run(args: &StrategiesArgs) -> anyhow::Result<()> {
     let infos = crate::stock::strategy::Catalogue::new().infos();
-    let text = match args.format.as_str() {
-        "text" => text_table(&infos),
-        "json" => serde_json::to_string_pretty(&infos)? + "\n",
-        "markdown" => markdown_table(&infos),
-        "jmeter-csv" => jmeter_csv(&infos),
-        other => {
-            anyhow::bail!("--format must be text, json, markdown or jmeter-csv, got {other:?}")
-        }
+    let text = match args.format {
+        Format::Text => text_table(&infos),
+        Format::Json => serde_json::to_string_pretty(&infos)? + "\n",
+        Format::Markdown => markdown_table(&infos),
+        Format::JmeterCsv => jmeter_csv(&infos),
     };
     print!("{text}");
     Ok(())

@@ -45,13 +45,48 @@ use powercut::PowerCutFs;
 use process::Managed;
 use proxy::Mode;
 
+/// The lab's shape: the flags of every command that starts a lab
+/// (`seckill lab`, `race` without `--url`, `bench`), declared once and
+/// flattened into each, so that they mean and read the same everywhere.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LabShape {
+    /// Number of `seckill serve` instances behind nginx (in `seckill lab`,
+    /// 0: the backends only, without instances or gateway).
+    #[arg(long, env = "SECKILL_LAB_INSTANCES", default_value_t = 2)]
+    pub instances: usize,
+    /// How the servers keep their data: `durable` (every acknowledged
+    /// write fsynced first; what compose runs), `relaxed` (fsynced about
+    /// once a second) or `fast` (nothing reaches the disk); see
+    /// [`durability`].
+    #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
+    pub durability: Durability,
+    /// How the instances identify buyers. With `token`, the lab makes the
+    /// buyer-token key and names its file (`buyer_key_file` in `seckill
+    /// lab --json`), and the load sends every buyer a token signed with it,
+    /// as a login would hand out (`seckill tokens --key-file F` signs them
+    /// by hand).
+    #[arg(long, env = "SECKILL_BUYER_AUTH", value_enum, default_value_t)]
+    pub buyer_auth: BuyerAuth,
+}
+
+impl LabShape {
+    /// `instances` instances, durable, buyers by header: what the
+    /// scenarios start unless they say otherwise.
+    pub fn with_instances(instances: usize) -> Self {
+        Self {
+            instances,
+            durability: Durability::default(),
+            buyer_auth: BuyerAuth::default(),
+        }
+    }
+}
+
 /// What to start.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LabArgs {
-    /// Number of `seckill serve` instances behind nginx (0: the backends
-    /// only, without instances or gateway).
-    #[arg(long, env = "SECKILL_LAB_INSTANCES", default_value_t = 2)]
-    pub instances: usize,
+    /// Instances, persistence, buyer identity.
+    #[command(flatten)]
+    pub shape: LabShape,
     /// Gateway port (default: a free one).
     #[arg(long, env = "SECKILL_LAB_GATEWAY_PORT")]
     pub gateway_port: Option<u16>,
@@ -66,12 +101,6 @@ pub struct LabArgs {
     /// `SECKILL_RATE_PER_SEC`… variables, which they inherit.
     #[command(flatten)]
     pub gateway: nginx::GatewayLimits,
-    /// How the servers keep their data: `durable` (every acknowledged
-    /// write fsynced first; what compose runs), `relaxed` (fsynced about
-    /// once a second) or `fast` (nothing reaches the disk); see
-    /// [`durability`].
-    #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
-    pub durability: Durability,
     /// Put a fault proxy on every link between an instance and a backend
     /// (the `partition` scenario cuts one instance off from one backend
     /// through them); `--json` says where each is.
@@ -115,11 +144,6 @@ pub struct LabArgs {
     /// prometheus-nginx-exporter), and print its URL.
     #[arg(long, env = "SECKILL_LAB_OBSERVE")]
     pub observe: bool,
-    /// How the instances identify buyers. With `token`, the lab makes the
-    /// buyer-token key and names its file (`buyer_key_file` in `--json`);
-    /// `seckill tokens --key-file F` signs tokens with it.
-    #[arg(long, env = "SECKILL_BUYER_AUTH", value_enum, default_value_t)]
-    pub buyer_auth: BuyerAuth,
 }
 
 impl LabArgs {
@@ -127,13 +151,17 @@ impl LabArgs {
     /// admin token and the prose report: what `seckill race` and the
     /// scenarios start (a scenario may tighten the limits).
     pub fn with_instances(instances: usize) -> Self {
+        Self::with_shape(LabShape::with_instances(instances))
+    }
+
+    /// A lab of `shape`, otherwise as [`LabArgs::with_instances`].
+    pub fn with_shape(shape: LabShape) -> Self {
         Self {
-            instances,
+            shape,
             gateway_port: None,
             admin_token: None,
             json: false,
             gateway: nginx::GatewayLimits::default(),
-            durability: Durability::default(),
             proxied: false,
             instance_env: Vec::new(),
             redis_sentinel: false,
@@ -141,7 +169,6 @@ impl LabArgs {
             cluster_replicas: false,
             power_cut_fs: false,
             observe: false,
-            buyer_auth: BuyerAuth::default(),
         }
     }
 }
@@ -322,7 +349,7 @@ impl Lab {
     /// Starts the topology and waits until every part answers.
     pub async fn start(args: &LabArgs) -> anyhow::Result<Self> {
         anyhow::ensure!(
-            (0..=16).contains(&args.instances),
+            (0..=16).contains(&args.shape.instances),
             "--instances must be 0 to 16"
         );
         // A proxy cannot stand in for an address a sentinel names.
@@ -346,7 +373,7 @@ impl Lab {
                 None
             }
         };
-        let buyer_key_file = match args.buyer_auth {
+        let buyer_key_file = match args.shape.buyer_auth {
             BuyerAuth::Header => None,
             BuyerAuth::Token => {
                 let path = dir.path().join("buyer.key");
@@ -357,10 +384,10 @@ impl Lab {
         let mut lab = Self {
             info: LabInfo {
                 admin_token,
-                buyer_auth: args.buyer_auth,
+                buyer_auth: args.shape.buyer_auth,
                 buyer_key_file,
                 dir: dir.path().to_owned(),
-                durability: args.durability,
+                durability: args.shape.durability,
                 power_cut_fs: args.power_cut_fs,
                 ..LabInfo::default()
             },
@@ -375,8 +402,8 @@ impl Lab {
         }
         // No instances: the backends alone, for in-process tests of the
         // router (the fast test tier).
-        if args.instances > 0 {
-            lab.start_instances(args.instances, &args.instance_env, args.proxied)
+        if args.shape.instances > 0 {
+            lab.start_instances(args.shape.instances, &args.instance_env, args.proxied)
                 .await?;
             lab.start_gateway(args.gateway_port, &args.gateway).await?;
             if args.observe {

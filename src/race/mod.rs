@@ -16,11 +16,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::ValueEnum;
 
-use crate::instance::auth::BuyerAuth;
 use crate::instance::auth::token::Key;
 use crate::lab::client::Gateway;
-use crate::lab::durability::Durability;
-use crate::lab::{Lab, LabArgs};
+use crate::lab::{Lab, LabArgs, LabShape};
 use crate::model::info::Scenario;
 use crate::model::product::hold_terms::Giveback;
 use crate::model::product::{Recipe, Settings, StoreKind, now_ms};
@@ -37,13 +35,10 @@ pub struct RaceArgs {
     /// Admin token of that gateway (needed to reset products).
     #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
-    /// Persistence of the lab started when there is no --url: `durable`
-    /// (fsync on, Redis AOF) or `fast` (nothing on disk).
-    #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
-    pub durability: Durability,
-    /// Instances in the lab started when there is no --url.
-    #[arg(long, env = "SECKILL_RACE_INSTANCES", default_value_t = 2)]
-    pub instances: usize,
+    /// The lab started when there is no --url (its buyer identity is the
+    /// race's too).
+    #[command(flatten)]
+    pub lab: LabShape,
     /// Race on a lab whose instances use a Redis Cluster of this many
     /// masters (3 when the flag has no value), as `seckill lab
     /// --redis-cluster`. Of the scenarios, `contention` honours it (the
@@ -152,17 +147,14 @@ pub struct RaceArgs {
     /// would.
     #[arg(long, env = "SECKILL_RACE_HIDDEN_PATH")]
     pub hidden_path: bool,
-    /// How the lab's instances identify buyers; with `token` every buyer
-    /// sends a token signed with the lab's key, as a login would hand out.
-    #[arg(long, env = "SECKILL_BUYER_AUTH", value_enum, default_value_t)]
-    pub buyer_auth: BuyerAuth,
     /// With --url and instances that take tokens: the key to sign them
     /// with (theirs).
     #[arg(long, env = "SECKILL_BUYER_KEY_FILE")]
     pub buyer_key_file: Option<PathBuf>,
-    /// Also write the rows as a JSON array to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
+    /// Also write the rows as a JSON array to this file (`--json`, in the
+    /// commands that have it, means "print JSON instead of prose").
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
     /// Also write the comparison as a self-contained HTML page (chart and
     /// numbers), as `seckill report` would from the JSON.
     #[arg(long)]
@@ -178,13 +170,11 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
     let lab = match &args.url {
         Some(_) => None,
         None => {
-            eprintln!("starting a lab with {} instances…", args.instances);
+            eprintln!("starting a lab with {} instances…", args.lab.instances);
             let lab_args = LabArgs {
                 admin_token: args.admin_token.clone(),
-                durability: args.durability,
                 redis_cluster: args.redis_cluster,
-                buyer_auth: args.buyer_auth,
-                ..LabArgs::with_instances(args.instances)
+                ..LabArgs::with_shape(args.lab.clone())
             };
             let lab = Lab::start(&lab_args).await?;
             eprintln!("watch it live: {}/", lab.info.gateway_url);
@@ -454,7 +444,7 @@ async fn run_scenario(name: ScenarioArg, args: &RaceArgs) -> anyhow::Result<bool
 /// the same JSON rows, as `seckill report --input` would.
 fn save<T: serde::Serialize>(args: &RaceArgs, rows: &[T]) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(rows)?;
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.out {
         std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.report {

@@ -54,7 +54,7 @@ fn assert_nothing_cut(url: &str, what: &str) {
     }
 }
 
-/// `seckill report` of `rows` (a race's `--json` rows) as a page.
+/// `seckill report` of `rows` (a race's `--out` rows) as a page.
 fn report(rows: &Value, dir: &Path, name: &str) -> String {
     let input = dir.join(format!("{name}.json"));
     let page = dir.join(format!("{name}.html"));

@@ -140,12 +140,7 @@ pub struct UserQuery {
 /// `?user=` is refused even beside a header, rather than silently ignored.
 fn declared(headers: &HeaderMap, uri: &Uri) -> Result<String, ApiError> {
     let from_query = match uri.query() {
-        Some(_) => {
-            Query::<UserQuery>::try_from_uri(uri)
-                .map_err(|e| ApiError::BadRequest(e.body_text()))?
-                .0
-                .user
-        }
+        Some(_) => Query::<UserQuery>::try_from_uri(uri)?.0.user,
         None => None,
     };
     let from_query = from_query.map(valid_buyer).transpose()?;

@@ -42,9 +42,9 @@ pub async fn reset(
     body: Result<Json<ResetRequest>, JsonRejection>,
 ) -> Result<Json<Product>, ApiError> {
     authorize(&headers, &app.inner.credentials.admin_token)?;
-    let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path(raw_id) = path?;
     let id = parse_id(&raw_id)?;
-    let Json(request) = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Json(request) = body?;
     product_store::validate(&request, app.catalogue())?;
     let product = to_the_end(async move { reset_everywhere(&app, id, &request).await }).await?;
     Ok(Json(product))
@@ -115,7 +115,7 @@ pub async fn reconcile(
     query: Result<Query<ReconcileQuery>, QueryRejection>,
 ) -> Result<Json<Vec<Drift>>, ApiError> {
     authorize(&headers, &app.inner.credentials.admin_token)?;
-    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Query(query) = query?;
     let ids = match query.product {
         Some(id) => vec![parse_id(&id.to_string())?],
         None => Vec::new(),

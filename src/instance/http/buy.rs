@@ -74,7 +74,7 @@ pub async fn buy(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path(raw_id) = path?;
     sell(&app, buyer, &raw_id, &headers, None, started).await
 }
 

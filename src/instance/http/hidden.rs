@@ -67,7 +67,7 @@ pub async fn issue(
     Extension(Buyer(buyer)): Extension<Buyer>,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<BuyPath>, ApiError> {
-    let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path(raw_id) = path?;
     let id = parse_id(&raw_id)?;
     let product = product(&app, id).await?;
     if !product.settings.hidden_path {
@@ -146,6 +146,6 @@ pub async fn buy_on_path(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let Path((raw_id, token)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path((raw_id, token)) = path?;
     super::buy::sell(&app, buyer, &raw_id, &headers, Some(token), started).await
 }

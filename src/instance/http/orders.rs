@@ -43,7 +43,7 @@ impl From<Refused> for ApiError {
 
 /// The order id of a request.
 fn parse(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path(raw) = path?;
     Uuid::try_parse(&raw).map_err(|_| {
         ApiError::BadRequest(format!(
             "order id must be a UUID, got {:?}",

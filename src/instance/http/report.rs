@@ -49,7 +49,7 @@ pub async fn one(
     State(app): State<AppState>,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Ledger>, ApiError> {
-    let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path(raw_id) = path?;
     let id = parse_id(&raw_id)?;
     let mut conn = app.redis().await?;
     let product = product_store::load(app.backends(), &mut conn, id)
@@ -116,7 +116,7 @@ pub async fn all(
     State(app): State<AppState>,
     query: Result<Query<ReportQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Query(query) = query?;
     let products = product_store::all(app.backends()).await?;
     let ledgers = ledger::compute(app.backends(), app.catalogue(), &products).await?;
     match query.format.unwrap_or(Format::Json) {

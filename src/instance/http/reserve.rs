@@ -60,7 +60,7 @@ pub async fn reserve(
     Extension(Buyer(user)): Extension<Buyer>,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Reservation>, ApiError> {
-    let Path(raw_id) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path(raw_id) = path?;
     let id = parse_id(&raw_id)?;
     let mut conn = app.redis().await?;
     let product = product_store::load(app.backends(), &mut conn, id)

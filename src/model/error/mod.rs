@@ -194,6 +194,25 @@ impl From<Invalid> for ApiError {
     }
 }
 
+/// An extractor's rejection (a path, query or JSON body that does not
+/// parse) is the contract's 400 with axum's own explanation as the
+/// message: one conversion, so every handler says `path?` and the body
+/// keeps the JSON error shape instead of axum's plain text.
+macro_rules! rejection_is_bad_request {
+    ($($rejection:ty),*) => {$(
+        impl From<$rejection> for ApiError {
+            fn from(rejection: $rejection) -> Self {
+                Self::BadRequest(rejection.body_text())
+            }
+        }
+    )*};
+}
+rejection_is_bad_request!(
+    axum::extract::rejection::PathRejection,
+    axum::extract::rejection::QueryRejection,
+    axum::extract::rejection::JsonRejection
+);
+
 /// The contract's failure body, `{"error":{"code":…,"message":…}}`: one
 /// type for the responses and the OpenAPI document alike.
 #[derive(Debug, Serialize, ToSchema)]

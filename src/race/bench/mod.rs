@@ -33,8 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::instance::auth::BuyerAuth;
 use crate::lab::client::Gateway;
-use crate::lab::durability::Durability;
-use crate::lab::{Lab, LabArgs};
+use crate::lab::{Lab, LabArgs, LabShape};
 use crate::model::product::{MAX_STOCK, Settings};
 use crate::model::telemetry::{GROUP_SIZE, REAPER_LAG, WRITER_BATCH};
 use crate::race::driver::{Audit, drained_ledger, reset, settled_row};
@@ -51,12 +50,12 @@ pub struct BenchArgs {
         default_value = "redis-lua,redis-group,db-atomic,db-group"
     )]
     pub strategies: Vec<String>,
-    /// Instances behind nginx in the lab the bench starts.
-    #[arg(long, default_value_t = 2)]
-    pub instances: usize,
-    /// The lab's persistence (`durable` or `fast`).
-    #[arg(long, env = "SECKILL_LAB_DURABILITY", value_enum, default_value_t)]
-    pub durability: Durability,
+    /// The lab the bench starts. With `--buyer-auth token` every buy
+    /// carries a token signed for its new buyer (what that costs, against
+    /// `header`, is the difference between two runs' ratios); wrk's
+    /// figures are left out then (wrk cannot sign).
+    #[command(flatten)]
+    pub lab: LabShape,
     /// Seconds each figure is measured for.
     #[arg(long, default_value_t = 10)]
     pub duration_secs: u64,
@@ -73,15 +72,9 @@ pub struct BenchArgs {
     /// time the reapers took a hold, on average.
     #[arg(long, default_value_t = 0)]
     pub pay_within_ms: u64,
-    /// How the lab's instances identify buyers: with `token` every buy
-    /// carries a token signed for its new buyer (what that costs, against
-    /// `header`, is the difference between two runs' ratios); wrk's
-    /// figures are left out then (wrk cannot sign).
-    #[arg(long, value_enum, default_value_t)]
-    pub buyer_auth: BuyerAuth,
     /// Also write the rows as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
     /// Also draw the table as a chart, one bar per figure (SVG).
     #[arg(long)]
     pub svg: Option<PathBuf>,
@@ -148,20 +141,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
             "unknown strategy {strategy:?}"
         );
     }
-    eprintln!("starting a lab with {} instances…", args.instances);
-    let lab = Lab::start(&LabArgs {
-        durability: args.durability,
-        buyer_auth: args.buyer_auth,
-        ..LabArgs::with_instances(args.instances)
-    })
-    .await?;
+    eprintln!("starting a lab with {} instances…", args.lab.instances);
+    let lab = Lab::start(&LabArgs::with_shape(args.lab.clone())).await?;
     let result = measure(&args, &lab, &catalogue).await;
     lab.stop().await;
     let rows = result?;
     println!(
         "persistence: {}; buyers: {}; {} s per figure after {} s of warm-up, {} in flight",
-        args.durability.as_str(),
-        args.buyer_auth.as_str(),
+        args.lab.durability.as_str(),
+        args.lab.buyer_auth.as_str(),
         args.duration_secs,
         args.warmup_secs,
         args.concurrency
@@ -175,14 +163,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
             own / wrk.max(1e-9)
         );
     }
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.out {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.svg {
         let title = format!(
             "seckill bench: sustained operations per second ({} lab, {} in flight)",
-            args.durability.as_str(),
+            args.lab.durability.as_str(),
             args.concurrency
         );
         std::fs::write(path, svg::svg(&title, &rows))
@@ -236,7 +224,7 @@ async fn measure(
             rows.push(figure.measure(&gateway, lab, &audit, window, bases).await?);
         }
     }
-    if wrk::installed() && args.buyer_auth == BuyerAuth::Header {
+    if wrk::installed() && args.lab.buyer_auth == BuyerAuth::Header {
         let window = (n, warmup, duration);
         let by_wrk = wrk_figures(&gateway, &groups, &args.strategies, window, bases).await?;
         rows.extend(by_wrk);

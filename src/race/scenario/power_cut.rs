@@ -35,7 +35,7 @@ use super::{Ctx, ScenarioRow};
 use crate::lab::client::Gateway;
 use crate::lab::disk::Recovery;
 use crate::lab::durability::Durability;
-use crate::lab::{Lab, LabArgs};
+use crate::lab::{Lab, LabArgs, LabShape};
 use crate::model::info::Scenario;
 use crate::model::product::{Settings, StoreKind};
 use crate::race::driver::{Attempt, Row, fire, reset, vanished_row};
@@ -113,9 +113,11 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     let mut rows = Vec::new();
     for (variant, durability, loss) in VARIANTS {
         let topology = LabArgs {
-            durability,
             power_cut_fs: true,
-            ..LabArgs::with_instances(2)
+            ..LabArgs::with_shape(LabShape {
+                durability,
+                ..LabShape::with_instances(2)
+            })
         };
         let found = ctx
             .with_lab(topology, async |ctx, lab| {

@@ -40,7 +40,7 @@ use nix::sys::signal::Signal;
 use super::{Ctx, ScenarioRow};
 use crate::lab::client::Gateway;
 use crate::lab::durability::Durability;
-use crate::lab::{Lab, LabArgs};
+use crate::lab::{Lab, LabArgs, LabShape};
 use crate::model::info::Scenario;
 use crate::model::product::Settings;
 use crate::orders::life::reconcile::Drift;
@@ -112,10 +112,10 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     let strategies = ctx.safe_in_redis();
     let mut rows = Vec::new();
     for (variant, durability, loss) in VARIANTS {
-        let topology = LabArgs {
+        let topology = LabArgs::with_shape(LabShape {
             durability,
-            ..LabArgs::with_instances(2)
-        };
+            ..LabShape::with_instances(2)
+        });
         let found = ctx
             .with_lab(topology, async |ctx, lab| {
                 let mut rows = Vec::new();

@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use super::redis_crash::{Loss, crash_mid_sale};
 use super::{Ctx, ScenarioRow};
-use crate::lab::LabArgs;
 use crate::lab::durability::Durability;
+use crate::lab::{LabArgs, LabShape};
 use crate::model::info::Scenario;
 use crate::model::product::StoreKind;
 
@@ -76,9 +76,11 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     let mut rows = Vec::new();
     for (variant, durability, loss, delay, strategies) in variants {
         let topology = LabArgs {
-            durability,
             power_cut_fs: true,
-            ..LabArgs::with_instances(2)
+            ..LabArgs::with_shape(LabShape {
+                durability,
+                ..LabShape::with_instances(2)
+            })
         };
         let found = ctx
             .with_lab(topology, async |ctx, lab| {
