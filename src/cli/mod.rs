@@ -1,4 +1,4 @@
-//! The command line: `seckill serve | lab | race | bench | check | report | strategies | errors`.
+//! The command line: `seckill serve | lab | race | bench | check | reconcile | report | strategies | tokens | errors` (a test holds this list, and docs/running.md's, to the subcommands).
 
 pub mod drift;
 pub mod generated;

@@ -60,3 +60,28 @@ fn the_status_table_is_the_error_codes() {
         "regenerate the table between the markers: cargo run -q -- errors"
     );
 }
+
+/// Every subcommand is in the lists that name them all: the command
+/// line's module header and docs/running.md (`reconcile` and `tokens` were
+/// once left out of both).
+#[test]
+fn every_command_is_in_the_lists_of_commands() {
+    use clap::CommandFactory;
+    let header = read("src/cli/mod.rs");
+    let header = header.lines().next().unwrap_or_default();
+    let running = read("docs/running.md");
+    for command in seckill::cli::Cli::command().get_subcommands() {
+        let name = command.get_name();
+        if name == "help" {
+            continue;
+        }
+        assert!(
+            header.contains(&format!(" {name} ")) || header.contains(&format!(" {name}`")),
+            "src/cli/mod.rs's first line leaves out `{name}`: {header}"
+        );
+        assert!(
+            running.contains(&format!("- `seckill {name}")),
+            "docs/running.md has no item for `seckill {name}`"
+        );
+    }
+}
