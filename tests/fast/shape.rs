@@ -279,14 +279,19 @@ fn no_function_is_longer_than_80_lines() {
                 at += 1;
                 continue;
             }
-            // Until the body's braces balance (or a `;` ends a signature).
+            // Until the body's braces balance (or a `;` ends a signature:
+            // one outside brackets, so that `[T; N]` in a signature does
+            // not end it).
             let (mut depth, mut opened, mut end) = (0i32, false, at);
+            let mut nested = 0i32;
             'scan: for (n, text) in lines.iter().enumerate().skip(at) {
                 for c in text.chars() {
                     match c {
                         '{' => (depth, opened) = (depth + 1, true),
                         '}' => depth -= 1,
-                        ';' if !opened => {
+                        '(' | '[' if !opened => nested += 1,
+                        ')' | ']' if !opened => nested -= 1,
+                        ';' if !opened && nested == 0 => {
                             end = n;
                             break 'scan;
                         }
