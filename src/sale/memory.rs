@@ -14,7 +14,7 @@
 //! The same message makes every instance forget its copy of the product
 //! ([`ProductCache`]): an instance's [`Memory`] is forgotten as one.
 
-use crate::sale::live::LiveStats;
+use crate::sale::live::{Answer, LiveStats};
 use crate::sale::waves::Released;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -54,6 +54,22 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// Counts what a buyer of product `id` was told, for the live view: the
+    /// one place both feed it (the buy's answer, and the buyer limiter's
+    /// 429 before the buy runs), on this instance's clock second. Only a
+    /// product this instance knows may count, so that made-up ids cannot
+    /// grow the view: a buy's answer has a kind only then, and the
+    /// limiter asks [`Memory::knows`] first.
+    pub fn tell_live(&self, id: i64, answer: Answer, took: Duration) {
+        let now_s = crate::model::product::now_ms() / 1000;
+        self.live.record(id, answer, took, now_s);
+    }
+
+    /// Whether this instance holds a copy of product `id` now.
+    pub fn knows(&self, id: i64) -> bool {
+        self.products.get(id).is_ok()
+    }
+
     /// Forgets product `id` (it was reset).
     pub fn forget(&self, id: i64) {
         self.sold_out.clear(id);

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::AppState;
 use crate::instance::auth::{Buyer, UserQuery};
 use crate::model::error::{ApiError, ErrorBody};
-use crate::model::product::{now_ms, parse_id};
+use crate::model::product::parse_id;
 use crate::sale;
 use crate::sale::idempotency;
 use crate::sale::idempotency::Sold;
@@ -105,8 +105,7 @@ pub(super) async fn sell(
         Err(refusal) => refusal.kind(),
     };
     if let Some(kind) = kind {
-        let live = &app.shop().memory.live;
-        live.record(id, kind, started.elapsed(), now_ms() / 1000);
+        app.shop().memory.tell_live(id, kind, started.elapsed());
     }
     match bought? {
         Bought::New(sold) => Ok(Json(sold).into_response()),

@@ -11,7 +11,6 @@ use std::time::Duration;
 use super::AppState;
 use crate::instance::auth::Buyer;
 use crate::model::error::{ApiError, Limiter};
-use crate::model::product::now_ms;
 use crate::model::telemetry;
 use crate::sale::live;
 
@@ -31,16 +30,11 @@ pub async fn identify(State(app): State<AppState>, mut request: Request, next: N
         && let Err(wait) = bucket.take(&buyer)
     {
         telemetry::rejected("buyer_rate_limited");
-        // Counted for a product this instance knows, as every answer of
-        // the live view is: made-up ids cannot grow it.
         let memory = &app.shop().memory;
         if let Some(product) = bought(&request)
-            && memory.products.get(product).is_ok()
+            && memory.knows(product)
         {
-            let now_s = now_ms() / 1000;
-            memory
-                .live
-                .record(product, live::Answer::RateLimited, Duration::ZERO, now_s);
+            memory.tell_live(product, live::Answer::RateLimited, Duration::ZERO);
         }
         return ApiError::RateLimited {
             retry_after: wait.max(Duration::from_secs(1)),
