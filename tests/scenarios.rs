@@ -440,9 +440,8 @@ fn every_safe_strategy_holds_in_every_repeated_race() {
     // Every safe strategy, each of its recipes as `id:recipe`, and a
     // database strategy on each other database it takes as `id@store`.
     let databases = [StoreKind::Postgres, StoreKind::Mysql];
-    let safe: Vec<String> = Catalogue::new()
-        .infos()
-        .into_iter()
+    let safe: Vec<String> = seckill::model::info::entries()
+        .iter()
         .filter(|i| i.safe)
         .flat_map(|i| {
             let recipes = i

@@ -34,7 +34,7 @@ pub fn jmeter_lease_ms(info: &Info) -> u64 {
 }
 
 /// `jmeter/strategies.csv`: one product per strategy, in catalogue order.
-pub fn jmeter_csv(infos: &[Info]) -> String {
+pub fn jmeter_csv(infos: &[&Info]) -> String {
     let mut out = String::from("product,strategy,work_ms,lease_ms\n");
     for (i, info) in infos.iter().enumerate() {
         out.push_str(&format!(
@@ -48,7 +48,7 @@ pub fn jmeter_csv(infos: &[Info]) -> String {
 }
 
 /// The README's strategy table (Markdown).
-pub fn markdown_table(infos: &[Info]) -> String {
+pub fn markdown_table(infos: &[&Info]) -> String {
     let mut out = String::from(
         "| id | backend | stock in (`store`) | mechanism | safe | survives | fails under |\n|---|---|---|---|---|---|---|\n",
     );
@@ -74,7 +74,7 @@ pub fn markdown_table(infos: &[Info]) -> String {
 }
 
 /// A plain-text list for the terminal.
-pub fn text_table(infos: &[Info]) -> String {
+pub fn text_table(infos: &[&Info]) -> String {
     let mut out = format!("{:<16} {:<12} {:<5} mechanism\n", "id", "backend", "safe");
     for info in infos {
         out.push_str(&format!(

@@ -55,7 +55,7 @@ pub struct Config {
     tag = "meta",
     responses((status = 200, description = "every strategy, in catalogue order", body = Vec<Info>))
 )]
-pub async fn strategies(State(app): State<AppState>) -> Json<Vec<Info>> {
+pub async fn strategies(State(app): State<AppState>) -> Json<Vec<&'static Info>> {
     Json(app.catalogue().infos())
 }
 

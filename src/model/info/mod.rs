@@ -1,15 +1,20 @@
 //! What the catalogue says about a strategy ([`Info`]) and the vocabulary
 //! of its expectations ([`Hazard`], [`Expect`]).
 //!
-//! Plain data at the bottom of the crate: a lock's file describes the
-//! strategy it makes without knowing about strategies, and the scenarios,
-//! the tests, the JMeter CSV and the docs' table all read "which
-//! strategies" and "what is expected" from here instead of keeping lists
-//! of names.
+//! Plain data at the bottom of the crate, written once as data in
+//! `catalogue.json` (one entry per strategy, in catalogue order): a lock's
+//! file holds the mechanism, not its description, and the service, the
+//! scenarios, the tests, the JMeter CSV and the docs' table all read
+//! "which strategies" and "what is expected" from here instead of keeping
+//! lists of names. Each strategy finds its entry by id ([`entry`]).
 
 mod scenario;
 
-use serde::{Serialize, Serializer};
+use std::fmt;
+use std::sync::LazyLock;
+
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::ToSchema;
 
 use crate::model::product::{Recipe, StoreKind};
@@ -17,7 +22,7 @@ pub use scenario::Scenario;
 
 /// The situations the scenarios reproduce, each with its own topology,
 /// settings and fault (see `seckill race --scenario`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Hazard {
     /// Many buyers at once through two instances, default settings
@@ -59,7 +64,7 @@ pub enum Hazard {
 /// What a strategy is expected to do in a race. Every expectation also
 /// requires `client_ok == sold`: a 200 without an order is never
 /// acceptable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Expect {
     /// Sells more than the stock.
@@ -95,12 +100,8 @@ impl Expect {
     }
 }
 
-/// Every store: what a locked strategy takes, since its lock guards the
-/// read and the write of whichever store holds the counter.
-pub const ANY_STORE: &[StoreKind] = &[StoreKind::Redis, StoreKind::Postgres, StoreKind::Mysql];
-
 /// A strategy's catalogue entry (`GET /strategies`, `seckill strategies`).
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Info {
     /// Catalogue id, as used in the reset body.
     pub id: &'static str,
@@ -111,8 +112,10 @@ pub struct Info {
     pub store: StoreKind,
     /// The `store` settings it can sell from (its own first): a reset
     /// naming another is refused, so no product is laid out in one store
-    /// and sold from another.
-    pub stores: &'static [StoreKind],
+    /// and sold from another. A locked strategy takes every store, since
+    /// its lock guards the read and the write of whichever holds the
+    /// counter.
+    pub stores: Vec<StoreKind>,
     /// One line: how it protects the counter.
     pub mechanism: &'static str,
     /// Whether it is expected never to oversell at default settings on
@@ -124,13 +127,13 @@ pub struct Info {
     pub unsafe_against: &'static str,
     /// What it does under each hazard a scenario reproduces for it; a
     /// scenario races exactly the strategies that list its hazard.
-    #[serde(serialize_with = "as_map")]
+    #[serde(serialize_with = "as_map", deserialize_with = "from_map")]
     #[schema(value_type = std::collections::BTreeMap<Hazard, Expect>)]
-    pub under: &'static [(Hazard, Expect)],
+    pub under: Vec<(Hazard, Expect)>,
     /// The `recipe` settings it takes besides the default (`mutex`), each
     /// raced as a row of its own in the comparison.
-    #[serde(skip_serializing_if = "<[Recipe]>::is_empty")]
-    pub recipes: &'static [Recipe],
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipes: Vec<Recipe>,
 }
 
 impl Info {
@@ -146,4 +149,45 @@ impl Info {
 /// `under` as a JSON object (`{"contention": "no-oversell", …}`).
 fn as_map<S: Serializer>(under: &[(Hazard, Expect)], serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_map(under.iter().map(|(h, e)| (h, e)))
+}
+
+/// `under` from its JSON object, in the order written (the order the
+/// catalogue prints).
+fn from_map<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<(Hazard, Expect)>, D::Error> {
+    struct Pairs;
+    impl<'de> Visitor<'de> for Pairs {
+        type Value = Vec<(Hazard, Expect)>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object of hazard: expectation")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut pairs = Vec::new();
+            while let Some(pair) = map.next_entry()? {
+                pairs.push(pair);
+            }
+            Ok(pairs)
+        }
+    }
+    deserializer.deserialize_map(Pairs)
+}
+
+/// Every strategy's entry, in catalogue order, read once from the data
+/// compiled into the binary (its strings borrowed from it, never copied).
+static ENTRIES: LazyLock<Vec<Info>> = LazyLock::new(|| {
+    serde_json::from_str(include_str!("catalogue.json"))
+        .expect("catalogue.json is valid: every test reads it")
+});
+
+/// Every entry, in catalogue order.
+pub fn entries() -> &'static [Info] {
+    &ENTRIES
+}
+
+/// The entry of the strategy `id`, which its own file names: an id
+/// missing from the data is a bug that every test of that strategy hits.
+pub fn entry(id: &str) -> &'static Info {
+    ENTRIES
+        .iter()
+        .find(|info| info.id == id)
+        .unwrap_or_else(|| panic!("{id} has no entry in catalogue.json"))
 }

@@ -11,34 +11,12 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
-use super::{Lock, Token};
+use super::{Acquired, Lock, Token};
 use crate::backends::Footprint;
 use crate::backends::failure::BackendError;
 use crate::model::backoff;
-use crate::model::info::{Expect, Hazard, Info};
-use crate::model::product::{Product, StoreKind};
+use crate::model::product::Product;
 use crate::model::seam::BuyCtx;
-
-/// The `db-lock-table` strategy's catalogue entry.
-pub const INFO: Info = Info {
-    id: "db-lock-table",
-    backend: "postgres",
-    store: StoreKind::Postgres,
-    stores: &[StoreKind::Postgres, StoreKind::Mysql, StoreKind::Redis],
-    mechanism: "INSERT a row with a unique lock name to acquire, DELETE by owner to release; rows older than the lease are taken over",
-    safe: true,
-    safe_against: "many instances; a crashed holder (its row goes stale after lease_ms)",
-    unsafe_against: "a live holder slower than lease_ms (its row is taken over)",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::Oversells),
-        (Hazard::FrozenHolder, Expect::Oversells),
-        (Hazard::HolderCrash, Expect::SellsAll),
-        (Hazard::Partition, Expect::SellsAll),
-        (Hazard::PartitionWithStore, Expect::Oversells),
-    ],
-    recipes: &[],
-};
 
 /// The lock row's name for a product.
 fn lock_name(product_id: i64) -> String {
@@ -54,11 +32,7 @@ pub struct DbLockTable;
 impl Lock for DbLockTable {
     type Guard = Token;
 
-    async fn acquire(
-        &self,
-        ctx: &BuyCtx<'_>,
-        deadline: Instant,
-    ) -> Result<Option<Token>, BackendError> {
+    async fn acquire(&self, ctx: &BuyCtx<'_>, deadline: Instant) -> Acquired<Token> {
         let name = lock_name(ctx.product.id);
         let owner = Uuid::new_v4().to_string();
         let table = ctx.store.lock_table();

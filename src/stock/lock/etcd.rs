@@ -29,32 +29,11 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, LockOptions};
 
-use super::{Lock, Waiting};
+use super::{Acquired, Lock, Waiting};
 use crate::backends::Footprint;
 use crate::backends::failure::BackendError;
-use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
-use crate::model::product::{Product, StoreKind};
+use crate::model::product::Product;
 use crate::model::seam::BuyCtx;
-
-/// The `etcd` strategy's catalogue entry.
-pub const INFO: Info = Info {
-    id: "etcd",
-    backend: "etcd",
-    store: StoreKind::Redis,
-    stores: ANY_STORE,
-    mechanism: "etcd's Lock service on a per-buyer lease kept alive by a watchdog (a fair queue by create revision)",
-    safe: true,
-    safe_against: "many instances; slow holders (the watchdog renews); a crashed holder (its lease runs out)",
-    unsafe_against: "a holder frozen, or cut off from etcd, longer than its lease (it expires under it; no fencing token)",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::SellsAll),
-        (Hazard::FrozenHolder, Expect::Oversells),
-        (Hazard::HolderCrash, Expect::SellsAll),
-        (Hazard::Partition, Expect::Oversells),
-    ],
-    recipes: &[],
-};
 
 /// How long a grant or a revoke may take before the call counts as
 /// failed: a live etcd on loopback answers in a millisecond.
@@ -89,11 +68,7 @@ impl Drop for Held {
 impl Lock for EtcdLock {
     type Guard = Held;
 
-    async fn acquire(
-        &self,
-        ctx: &BuyCtx<'_>,
-        deadline: Instant,
-    ) -> Result<Option<Self::Guard>, BackendError> {
+    async fn acquire(&self, ctx: &BuyCtx<'_>, deadline: Instant) -> Acquired<Self::Guard> {
         let mut client = client(ctx)?;
         let ttl = ttl_seconds(ctx.product.settings.lease_ms);
         let lease = call("lease grant", client.lease_grant(ttl, None))

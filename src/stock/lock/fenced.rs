@@ -17,34 +17,11 @@ use std::time::Instant;
 use redis::AsyncCommands;
 
 use super::redis_lock::RedisLock;
-use super::{Lock, Token};
+use super::{Acquired, Lock, Token};
 use crate::backends::Footprint;
 use crate::backends::failure::BackendError;
-use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
-use crate::model::product::{Product, StoreKind, keys};
+use crate::model::product::{Product, keys};
 use crate::model::seam::BuyCtx;
-
-/// The `fenced` strategy's catalogue entry.
-pub const INFO: Info = Info {
-    id: "fenced",
-    backend: "redis",
-    store: StoreKind::Redis,
-    stores: ANY_STORE,
-    mechanism: "SET NX PX lock plus a fencing token from INCR; the store refuses writes older than the newest token it has seen",
-    safe: true,
-    safe_against: "a holder frozen or slowed past its lease (its late write is refused)",
-    unsafe_against: "a Redis failover that loses the fencing counter (the promoted replica issues a token again); a refused holder's buyer gets busy",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::NoOversell),
-        (Hazard::FrozenHolder, Expect::NoOversell),
-        (Hazard::HolderCrash, Expect::SellsAll),
-        (Hazard::Partition, Expect::SellsAll),
-        (Hazard::PartitionWithStore, Expect::SellsAll),
-        (Hazard::Failover, Expect::Oversells),
-    ],
-    recipes: &[],
-};
 
 /// Lease lock with fencing tokens: [`RedisLock`] plus an `INCR`.
 pub struct Fenced;
@@ -58,11 +35,7 @@ pub struct FencedGuard {
 impl Lock for Fenced {
     type Guard = FencedGuard;
 
-    async fn acquire(
-        &self,
-        ctx: &BuyCtx<'_>,
-        deadline: Instant,
-    ) -> Result<Option<FencedGuard>, BackendError> {
+    async fn acquire(&self, ctx: &BuyCtx<'_>, deadline: Instant) -> Acquired<FencedGuard> {
         let Some(lease) = RedisLock.acquire(ctx, deadline).await? else {
             return Ok(None);
         };

@@ -11,28 +11,9 @@ use std::time::Instant;
 
 use tokio::sync::OwnedMutexGuard;
 
-use super::Lock;
+use super::{Acquired, Lock};
 use crate::backends::failure::BackendError;
-use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
-use crate::model::product::StoreKind;
 use crate::model::seam::BuyCtx;
-
-/// The `local-mutex` strategy's catalogue entry.
-pub const INFO: Info = Info {
-    id: "local-mutex",
-    backend: "redis",
-    store: StoreKind::Redis,
-    stores: ANY_STORE,
-    mechanism: "in-process mutex per product (\"synchronized\") around GET, check, SET",
-    safe: false,
-    safe_against: "concurrent buyers on one instance",
-    unsafe_against: "more than one instance: each has its own mutex",
-    under: &[
-        (Hazard::Contention, Expect::Oversells),
-        (Hazard::SecondInstance, Expect::Oversells),
-    ],
-    recipes: &[],
-};
 
 /// One async mutex per product id.
 #[derive(Default)]
@@ -56,11 +37,7 @@ impl Lock for LocalMutex {
     /// Dropping the owned guard is the release.
     type Guard = OwnedMutexGuard<()>;
 
-    async fn acquire(
-        &self,
-        ctx: &BuyCtx<'_>,
-        deadline: Instant,
-    ) -> Result<Option<Self::Guard>, BackendError> {
+    async fn acquire(&self, ctx: &BuyCtx<'_>, deadline: Instant) -> Acquired<Self::Guard> {
         let mutex = self.mutex(ctx.product.id);
         Ok(tokio::time::timeout_at(deadline.into(), mutex.lock_owned())
             .await

@@ -41,6 +41,10 @@ pub enum Waiting {
     FailFast,
 }
 
+/// What an acquire ends with: the guard, `None` when the lock was not
+/// acquired by the deadline, or the backend's failure.
+pub type Acquired<G> = Result<Option<G>, BackendError>;
+
 /// A mutual-exclusion mechanism for one product's critical section.
 pub trait Lock: Send + Sync {
     /// Proof of holding the lock, and whatever must stay alive while it is
@@ -52,7 +56,7 @@ pub trait Lock: Send + Sync {
         &self,
         ctx: &BuyCtx<'_>,
         deadline: Instant,
-    ) -> impl Future<Output = Result<Option<Self::Guard>, BackendError>> + Send;
+    ) -> impl Future<Output = Acquired<Self::Guard>> + Send;
 
     /// Releases a lock this buyer holds.
     fn release(

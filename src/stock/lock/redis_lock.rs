@@ -10,36 +10,13 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
-use super::{Lock, Token};
+use super::{Acquired, Lock, Token};
 use crate::backends::Footprint;
 use crate::backends::failure::BackendError;
 use crate::backends::lease::{release_key, try_set};
 use crate::model::backoff;
-use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
-use crate::model::product::{Product, StoreKind, keys};
+use crate::model::product::{Product, keys};
 use crate::model::seam::BuyCtx;
-
-/// The `redis-lock` strategy's catalogue entry.
-pub const INFO: Info = Info {
-    id: "redis-lock",
-    backend: "redis",
-    store: StoreKind::Redis,
-    stores: ANY_STORE,
-    mechanism: "SET key uuid NX PX ttl; Lua compare-and-delete release; bounded retry with backoff",
-    safe: true,
-    safe_against: "many instances; a holder that finishes within its lease",
-    unsafe_against: "work that outlives lease_ms (the lock expires under the holder)",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::Oversells),
-        (Hazard::FrozenHolder, Expect::Oversells),
-        (Hazard::HolderCrash, Expect::SellsAll),
-        (Hazard::Partition, Expect::SellsAll),
-        (Hazard::PartitionWithStore, Expect::Oversells),
-        (Hazard::Failover, Expect::Oversells),
-    ],
-    recipes: &[],
-};
 
 /// The lease-based Redis lock.
 pub struct RedisLock;
@@ -68,11 +45,7 @@ pub async fn spin(
 impl Lock for RedisLock {
     type Guard = Token;
 
-    async fn acquire(
-        &self,
-        ctx: &BuyCtx<'_>,
-        deadline: Instant,
-    ) -> Result<Option<Token>, BackendError> {
+    async fn acquire(&self, ctx: &BuyCtx<'_>, deadline: Instant) -> Acquired<Token> {
         let token = Uuid::new_v4().to_string();
         let held = spin(ctx, &keys::lock(ctx.product.id), &token, deadline).await?;
         Ok(held.then_some(Token(token)))

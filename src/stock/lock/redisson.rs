@@ -21,35 +21,13 @@ use redis::aio::ConnectionLike;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::Lock;
+use super::{Acquired, Lock};
 use crate::backends::Footprint;
 use crate::backends::conn::RedisConn;
 use crate::backends::failure::BackendError;
 use crate::backends::master::MainRedis;
-use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
-use crate::model::product::{Product, StoreKind, keys};
+use crate::model::product::{Product, keys};
 use crate::model::seam::BuyCtx;
-
-/// The `redisson` strategy's catalogue entry.
-pub const INFO: Info = Info {
-    id: "redisson",
-    backend: "redis",
-    store: StoreKind::Redis,
-    stores: ANY_STORE,
-    mechanism: "reentrant hash lock (owner -> count) in Lua, watchdog renewing every lease/3, waiters woken by Pub/Sub",
-    safe: true,
-    safe_against: "work longer than the lease (the watchdog renews it); a crashed holder (the lease runs out)",
-    unsafe_against: "a frozen or partitioned holder: its watchdog cannot renew, and the lease expires under it",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::SellsAll),
-        (Hazard::FrozenHolder, Expect::Oversells),
-        (Hazard::HolderCrash, Expect::SellsAll),
-        (Hazard::Partition, Expect::Oversells),
-        (Hazard::PartitionWithStore, Expect::Oversells),
-    ],
-    recipes: &[],
-};
 
 /// KEYS: lock. ARGV: lease ms, owner. Nil when acquired (or re-entered),
 /// else the lock's remaining TTL in ms.
@@ -232,11 +210,7 @@ pub struct RedissonGuard {
 impl Lock for Redisson {
     type Guard = RedissonGuard;
 
-    async fn acquire(
-        &self,
-        ctx: &BuyCtx<'_>,
-        deadline: Instant,
-    ) -> Result<Option<RedissonGuard>, BackendError> {
+    async fn acquire(&self, ctx: &BuyCtx<'_>, deadline: Instant) -> Acquired<RedissonGuard> {
         self.listen(&ctx.backends.redis_client);
         let id = ctx.product.id;
         let lease = ctx.product.settings.lease_ms;

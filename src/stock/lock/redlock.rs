@@ -20,37 +20,13 @@ use rand::Rng;
 use redis::aio::MultiplexedConnection;
 use uuid::Uuid;
 
-use super::{Lock, Token};
+use super::{Acquired, Lock, Token};
 use crate::backends::Footprint;
 use crate::backends::failure::BackendError;
 use crate::backends::lease::{release_key, try_set};
 use crate::backends::redlock::PER_MASTER;
-use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
-use crate::model::product::{Product, Quorum, StoreKind, keys};
+use crate::model::product::{Product, Quorum, keys};
 use crate::model::seam::BuyCtx;
-
-/// The `redlock` strategy's catalogue entry.
-pub const INFO: Info = Info {
-    id: "redlock",
-    backend: "redis x N",
-    store: StoreKind::Redis,
-    stores: ANY_STORE,
-    mechanism: "SET NX PX on N independent masters; held with a majority within TTL - elapsed - drift (quorum \"all\": MultiLock)",
-    safe: true,
-    safe_against: "a minority of masters down (majority quorum); many instances",
-    unsafe_against: "a holder outliving the validity time; with quorum \"all\", any master down stops all sales",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::Oversells),
-        (Hazard::FrozenHolder, Expect::Oversells),
-        (Hazard::HolderCrash, Expect::SellsAll),
-        (Hazard::MinorityDown, Expect::SellsAll),
-        (Hazard::Partition, Expect::SellsAll),
-        (Hazard::PartitionWithStore, Expect::Oversells),
-        (Hazard::Failover, Expect::NoOversell),
-    ],
-    recipes: &[],
-};
 
 /// The RedLock lock.
 pub struct RedLock;
@@ -93,11 +69,7 @@ async fn release_everywhere(ctx: &BuyCtx<'_>, key: &str, token: &str) {
 impl Lock for RedLock {
     type Guard = Token;
 
-    async fn acquire(
-        &self,
-        ctx: &BuyCtx<'_>,
-        deadline: Instant,
-    ) -> Result<Option<Token>, BackendError> {
+    async fn acquire(&self, ctx: &BuyCtx<'_>, deadline: Instant) -> Acquired<Token> {
         let settings = &ctx.product.settings;
         let masters = ctx.backends.redlock.len();
         if masters == 0 {

@@ -18,27 +18,8 @@ use redis::AsyncCommands;
 use super::{Lock, Waiting};
 use crate::backends::Footprint;
 use crate::backends::failure::BackendError;
-use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
-use crate::model::product::{Product, StoreKind, keys};
+use crate::model::product::{Product, keys};
 use crate::model::seam::BuyCtx;
-
-/// The `setnx-naive` strategy's catalogue entry.
-pub const INFO: Info = Info {
-    id: "setnx-naive",
-    backend: "redis",
-    store: StoreKind::Redis,
-    stores: ANY_STORE,
-    mechanism: "SETNX then EXPIRE as a second command, fixed value, unconditional DEL, fail fast",
-    safe: false,
-    safe_against: "concurrent buyers whose work is shorter than the TTL",
-    unsafe_against: "work that outlives the TTL (it deletes another holder's lock); a crash between SETNX and EXPIRE (the lock never expires)",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::Oversells),
-        (Hazard::HolderCrash, Expect::Stalls),
-    ],
-    recipes: &[],
-};
 
 /// The naive SETNX lock.
 pub struct SetnxNaive;

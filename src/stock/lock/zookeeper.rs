@@ -22,32 +22,11 @@ use std::time::Instant;
 
 use zookeeper_client as zk;
 
-use super::{Lock, Reading, Waiting, curator};
+use super::{Acquired, Lock, Reading, Waiting, curator};
 use crate::backends::Footprint;
 use crate::backends::failure::BackendError;
-use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
-use crate::model::product::{Product, Recipe, StoreKind};
+use crate::model::product::{Product, Recipe};
 use crate::model::seam::BuyCtx;
-
-/// The `zookeeper` strategy's catalogue entry.
-pub const INFO: Info = Info {
-    id: "zookeeper",
-    backend: "zookeeper",
-    store: StoreKind::Redis,
-    stores: ANY_STORE,
-    mechanism: "ephemeral sequential node per buyer, watch only the predecessor (Curator's InterProcessMutex)",
-    safe: true,
-    safe_against: "many instances; slow holders (no lease to outlive); a crashed holder (its node dies with its session)",
-    unsafe_against: "a holder frozen, or cut off from ZooKeeper, longer than its session timeout (the session expires under it)",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::SellsAll),
-        (Hazard::FrozenHolder, Expect::Oversells),
-        (Hazard::HolderCrash, Expect::SellsAll),
-        (Hazard::Partition, Expect::Oversells),
-    ],
-    recipes: &[Recipe::SemaphoreMutex, Recipe::ReadWrite, Recipe::MultiLock],
-};
 
 /// The per-product directory of lock nodes (`mutex`, and `multi-lock`'s
 /// product lock).
@@ -147,11 +126,7 @@ fn retried(error: &BackendError, attempt: u32) -> bool {
 impl Lock for ZooKeeperLock {
     type Guard = Held;
 
-    async fn acquire(
-        &self,
-        ctx: &BuyCtx<'_>,
-        deadline: Instant,
-    ) -> Result<Option<Self::Guard>, BackendError> {
+    async fn acquire(&self, ctx: &BuyCtx<'_>, deadline: Instant) -> Acquired<Self::Guard> {
         let session = session(ctx.backends)?;
         let recipe = ctx.product.settings.recipe;
         let mut attempt = 0;

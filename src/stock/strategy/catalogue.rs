@@ -11,7 +11,7 @@ use super::{
     Sells, db_atomic, db_group, db_optimistic, db_pessimistic, db_transaction, naive, redis_group,
     redis_lua, segmented,
 };
-use crate::model::info::Info;
+use crate::model::info::{Info, entry};
 use crate::model::product::Product;
 use crate::model::product::keys::RedisCell;
 use crate::model::seam::Store;
@@ -33,17 +33,23 @@ impl Catalogue {
             all: vec![
                 Arc::new(naive::Naive),
                 Arc::new(Locked::new(
-                    local_mutex::INFO,
+                    entry("local-mutex"),
                     local_mutex::LocalMutex::default(),
                 )),
-                Arc::new(Locked::new(setnx_naive::INFO, setnx_naive::SetnxNaive)),
-                Arc::new(Locked::new(redis_lock::INFO, redis_lock::RedisLock)),
-                Arc::new(Locked::new(redisson::INFO, redisson::Redisson::default())),
-                Arc::new(Locked::new(fenced::INFO, fenced::Fenced)),
-                Arc::new(Locked::new(redlock::INFO, redlock::RedLock)),
-                Arc::new(Locked::new(zookeeper::INFO, zookeeper::ZooKeeperLock)),
-                Arc::new(Locked::new(etcd::INFO, etcd::EtcdLock)),
-                Arc::new(Locked::new(db_lock_table::INFO, db_lock_table::DbLockTable)),
+                Arc::new(Locked::new(entry("setnx-naive"), setnx_naive::SetnxNaive)),
+                Arc::new(Locked::new(entry("redis-lock"), redis_lock::RedisLock)),
+                Arc::new(Locked::new(
+                    entry("redisson"),
+                    redisson::Redisson::default(),
+                )),
+                Arc::new(Locked::new(entry("fenced"), fenced::Fenced)),
+                Arc::new(Locked::new(entry("redlock"), redlock::RedLock)),
+                Arc::new(Locked::new(entry("zookeeper"), zookeeper::ZooKeeperLock)),
+                Arc::new(Locked::new(entry("etcd"), etcd::EtcdLock)),
+                Arc::new(Locked::new(
+                    entry("db-lock-table"),
+                    db_lock_table::DbLockTable,
+                )),
                 Arc::new(db_transaction::DbTransaction),
                 Arc::new(db_pessimistic::DbPessimistic),
                 Arc::new(db_optimistic::DbOptimistic),
@@ -76,8 +82,8 @@ impl Catalogue {
     }
 
     /// Catalogue entries, in catalogue order.
-    pub fn infos(&self) -> Vec<Info> {
-        self.all.iter().map(|s| s.info().clone()).collect()
+    pub fn infos(&self) -> Vec<&'static Info> {
+        self.all.iter().map(|s| s.info()).collect()
     }
 
     /// The ids, for error messages.
@@ -101,6 +107,9 @@ mod tests {
     fn ids_are_unique_and_every_entry_declares_its_contention_outcome() {
         let catalogue = Catalogue::new();
         let ids = catalogue.ids();
+        // The data lists every strategy once, in catalogue order.
+        let listed: Vec<&str> = crate::model::info::entries().iter().map(|i| i.id).collect();
+        assert_eq!(ids, listed);
         for (i, id) in ids.iter().enumerate() {
             assert!(!ids[..i].contains(id), "{id} registered twice");
         }

@@ -14,33 +14,15 @@
 
 use super::{Outcome, Strategy};
 use crate::backends::failure::BackendError;
-use crate::model::info::{Expect, Hazard, Info};
-use crate::model::product::StoreKind;
+use crate::model::info::{self, Info};
 use crate::model::seam::BuyCtx;
 
 /// The conditional-update strategy.
 pub struct DbAtomic;
 
-const INFO: Info = Info {
-    id: "db-atomic",
-    backend: "postgres",
-    store: StoreKind::Postgres,
-    stores: &[StoreKind::Postgres, StoreKind::Mysql],
-    mechanism: "UPDATE … SET stock = stock - 1 WHERE id = $1 AND stock > 0, order inserted in the same statement",
-    safe: true,
-    safe_against: "any concurrency, any number of instances, crashed clients",
-    unsafe_against: "nothing for correctness; throughput is bounded by one hot row",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::SellsAll),
-        (Hazard::RepeatableRead, Expect::SellsAll),
-    ],
-    recipes: &[],
-};
-
 impl Strategy for DbAtomic {
-    fn info(&self) -> &Info {
-        &INFO
+    fn info(&self) -> &'static Info {
+        info::entry("db-atomic")
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {

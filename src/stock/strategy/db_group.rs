@@ -16,9 +16,9 @@
 use super::group::SellsGroup;
 use crate::backends::Backends;
 use crate::backends::failure::{AtCommit, BackendError};
-use crate::model::info::{Expect, Hazard, Info};
+use crate::model::info::{self, Info};
 use crate::model::order::Order;
-use crate::model::product::{Product, StoreKind};
+use crate::model::product::Product;
 use crate::model::seam::Written;
 
 /// One call sells to the whole group.
@@ -29,22 +29,9 @@ const SELL_GROUP_SQL: &str = "SELECT verdict, stock_left FROM \
 /// group.
 pub struct DbGroup;
 
-const INFO: Info = Info {
-    id: "db-group",
-    backend: "postgres",
-    store: StoreKind::Postgres,
-    stores: &[StoreKind::Postgres],
-    mechanism: "group commit: an instance's concurrent buyers of one product sold by one transaction (one decrement by k, k orders in one INSERT, one commit)",
-    safe: true,
-    safe_against: "any concurrency, any number of instances, crashed clients",
-    unsafe_against: "nothing for correctness; a failed commit leaves its whole group not knowing",
-    under: &[(Hazard::Contention, Expect::NoOversell)],
-    recipes: &[],
-};
-
 impl SellsGroup for DbGroup {
-    fn info(&self) -> &Info {
-        &INFO
+    fn info(&self) -> &'static Info {
+        info::entry("db-group")
     }
 
     async fn sell_group(

@@ -11,33 +11,15 @@ use std::time::{Duration, Instant};
 use super::{Outcome, Strategy};
 use crate::backends::failure::BackendError;
 use crate::model::backoff;
-use crate::model::info::{Expect, Hazard, Info};
-use crate::model::product::StoreKind;
+use crate::model::info::{self, Info};
 use crate::model::seam::BuyCtx;
 
 /// The optimistic-version strategy.
 pub struct DbOptimistic;
 
-const INFO: Info = Info {
-    id: "db-optimistic",
-    backend: "postgres",
-    store: StoreKind::Postgres,
-    stores: &[StoreKind::Postgres, StoreKind::Mysql],
-    mechanism: "read stock and version; UPDATE … WHERE version = $v; bounded retries",
-    safe: true,
-    safe_against: "any concurrency, any number of instances, crashed clients",
-    unsafe_against: "nothing for correctness; under contention buyers run out of retries (busy)",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::NoOversell),
-        (Hazard::RepeatableRead, Expect::SellsAll),
-    ],
-    recipes: &[],
-};
-
 impl Strategy for DbOptimistic {
-    fn info(&self) -> &Info {
-        &INFO
+    fn info(&self) -> &'static Info {
+        info::entry("db-optimistic")
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {

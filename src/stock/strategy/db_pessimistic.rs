@@ -7,36 +7,16 @@
 
 use super::{Outcome, Strategy};
 use crate::backends::failure::BackendError;
-use crate::model::info::{Expect, Hazard, Info};
-use crate::model::product::StoreKind;
+use crate::model::info::{self, Info};
 use crate::model::seam::BuyCtx;
 use crate::stock::limit;
 
 /// The row-locking strategy.
 pub struct DbPessimistic;
 
-const INFO: Info = Info {
-    id: "db-pessimistic",
-    backend: "postgres",
-    store: StoreKind::Postgres,
-    stores: &[StoreKind::Postgres, StoreKind::Mysql],
-    mechanism: "SELECT … FOR UPDATE, update, insert order, commit",
-    safe: true,
-    safe_against: "any concurrency, any number of instances, crashed or frozen clients (the transaction dies with the connection)",
-    unsafe_against: "nothing for correctness; serializes every buyer on one row",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::SellsAll),
-        (Hazard::FrozenHolder, Expect::NoOversell),
-        (Hazard::HolderCrash, Expect::SellsAll),
-        (Hazard::RepeatableRead, Expect::SellsAll),
-    ],
-    recipes: &[],
-};
-
 impl Strategy for DbPessimistic {
-    fn info(&self) -> &Info {
-        &INFO
+    fn info(&self) -> &'static Info {
+        info::entry("db-pessimistic")
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {

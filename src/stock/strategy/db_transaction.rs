@@ -25,32 +25,15 @@ use std::time::{Duration, Instant};
 use super::{Outcome, Strategy};
 use crate::backends::failure::BackendError;
 use crate::model::backoff;
-use crate::model::info::{Expect, Hazard, Info};
-use crate::model::product::StoreKind;
+use crate::model::info::{self, Info};
 use crate::model::seam::BuyCtx;
 
 /// The transaction-only strategy.
 pub struct DbTransaction;
 
-const INFO: Info = Info {
-    id: "db-transaction",
-    backend: "mysql",
-    store: StoreKind::Mysql,
-    stores: &[StoreKind::Mysql, StoreKind::Postgres],
-    mechanism: "one REPEATABLE READ transaction: plain SELECT, work, UPDATE to the value read minus one, insert order, commit; retried on a serialization failure",
-    safe: false,
-    safe_against: "contention on PostgreSQL (first updater wins: the loser's transaction fails and is retried)",
-    unsafe_against: "contention on MySQL/InnoDB (the write lands on the newer row: a lost update)",
-    under: &[
-        (Hazard::Contention, Expect::Oversells),
-        (Hazard::RepeatableRead, Expect::Oversells),
-    ],
-    recipes: &[],
-};
-
 impl Strategy for DbTransaction {
-    fn info(&self) -> &Info {
-        &INFO
+    fn info(&self) -> &'static Info {
+        info::entry("db-transaction")
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {

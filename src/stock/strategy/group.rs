@@ -41,7 +41,7 @@ pub const GROUP_MAX: usize = 256;
 /// The step that sells to a whole group.
 pub trait SellsGroup: Send + Sync + 'static {
     /// The catalogue entry of the strategy it makes.
-    fn info(&self) -> &Info;
+    fn info(&self) -> &'static Info;
 
     /// Tries to sell one unit of `product` to the buyer of each of
     /// `orders` (one product, one reset, one instance, in arrival order)
@@ -65,7 +65,7 @@ impl<S: SellsGroup> Grouped<S> {
 }
 
 impl<S: SellsGroup> Strategy for Grouped<S> {
-    fn info(&self) -> &Info {
+    fn info(&self) -> &'static Info {
         self.0.seller.info()
     }
 

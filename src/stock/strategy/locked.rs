@@ -19,13 +19,13 @@ use crate::stock::lock::{Lock, Reading, Waiting};
 
 /// A strategy made of a lock around [`section::run`].
 pub struct Locked<L> {
-    info: Info,
+    info: &'static Info,
     lock: L,
 }
 
 impl<L: Lock> Locked<L> {
     /// The strategy `info` describes, locking with `lock`.
-    pub fn new(info: Info, lock: L) -> Self {
+    pub fn new(info: &'static Info, lock: L) -> Self {
         Self { info, lock }
     }
 }
@@ -83,8 +83,8 @@ pub async fn under_lock<L: Lock, T>(
 }
 
 impl<L: Lock> Strategy for Locked<L> {
-    fn info(&self) -> &Info {
-        &self.info
+    fn info(&self) -> &'static Info {
+        self.info
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {

@@ -109,7 +109,7 @@ impl From<Written> for Outcome {
 /// A way to sell one unit.
 pub trait Strategy: Send + Sync {
     /// The catalogue entry.
-    fn info(&self) -> &Info;
+    fn info(&self) -> &'static Info;
 
     /// Tries to sell one unit of `ctx.product` and record `ctx.order`.
     fn buy(&self, ctx: &BuyCtx<'_>) -> impl Future<Output = Result<Outcome, BackendError>> + Send;
@@ -207,7 +207,7 @@ pub fn store_of(info: &Info, product: &Product) -> StoreKind {
 /// The object-safe face of a [`Strategy`], as the catalogue holds it.
 pub trait Sells: Send + Sync {
     /// See [`Strategy::info`].
-    fn info(&self) -> &Info;
+    fn info(&self) -> &'static Info;
     /// See [`Strategy::buy`]; the future boxed.
     fn buy<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> BoxFuture<'a, Result<Outcome, BackendError>>;
     /// See [`Strategy::one_step`].
@@ -239,7 +239,7 @@ pub trait Sells: Send + Sync {
 }
 
 impl<S: Strategy> Sells for S {
-    fn info(&self) -> &Info {
+    fn info(&self) -> &'static Info {
         Strategy::info(self)
     }
 

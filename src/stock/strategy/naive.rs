@@ -6,29 +6,15 @@
 
 use super::{Outcome, Strategy, section};
 use crate::backends::failure::BackendError;
-use crate::model::info::{ANY_STORE, Expect, Hazard, Info};
-use crate::model::product::StoreKind;
+use crate::model::info::{self, Info};
 use crate::model::seam::BuyCtx;
 
 /// No lock: the shared critical section, unguarded.
 pub struct Naive;
 
-const INFO: Info = Info {
-    id: "naive",
-    backend: "redis",
-    store: StoreKind::Redis,
-    stores: ANY_STORE,
-    mechanism: "GET, check, SET on a Redis counter with no lock",
-    safe: false,
-    safe_against: "nothing; correct only with one buyer at a time",
-    unsafe_against: "any concurrency: concurrent buyers read the same stock and all sell",
-    under: &[(Hazard::Contention, Expect::Oversells)],
-    recipes: &[],
-};
-
 impl Strategy for Naive {
-    fn info(&self) -> &Info {
-        &INFO
+    fn info(&self) -> &'static Info {
+        info::entry("naive")
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {

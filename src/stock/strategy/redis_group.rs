@@ -20,9 +20,9 @@ use redis::Script;
 use super::group::SellsGroup;
 use crate::backends::Backends;
 use crate::backends::failure::BackendError;
-use crate::model::info::{Expect, Hazard, Info};
+use crate::model::info::{self, Info};
 use crate::model::order::Order;
-use crate::model::product::{Product, StoreKind};
+use crate::model::product::Product;
 use crate::model::seam::Written;
 use crate::stock::store::script;
 
@@ -61,22 +61,9 @@ static SELL_GROUP: LazyLock<Script> = LazyLock::new(|| {
 /// group.
 pub struct RedisGroup;
 
-const INFO: Info = Info {
-    id: "redis-group",
-    backend: "redis",
-    store: StoreKind::Redis,
-    stores: &[StoreKind::Redis],
-    mechanism: "group commit: an instance's concurrent buyers of one product sold by one Lua script (a verdict per buyer, one DECRBY, an XADD per order)",
-    safe: true,
-    safe_against: "any concurrency, any number of instances, slow or crashed clients",
-    unsafe_against: "losing its own writes, as redis-lua: Redis without persistence crashing, a failover to a replica that missed the last writes",
-    under: &[(Hazard::Contention, Expect::NoOversell)],
-    recipes: &[],
-};
-
 impl SellsGroup for RedisGroup {
-    fn info(&self) -> &Info {
-        &INFO
+    fn info(&self) -> &'static Info {
+        info::entry("redis-group")
     }
 
     async fn sell_group(

@@ -15,8 +15,7 @@ use redis::Script;
 
 use super::{Outcome, Strategy};
 use crate::backends::failure::BackendError;
-use crate::model::info::{Expect, Hazard, Info};
-use crate::model::product::StoreKind;
+use crate::model::info::{self, Info};
 use crate::model::product::keys::RedisCell;
 use crate::model::seam::BuyCtx;
 use crate::stock::store::script;
@@ -37,25 +36,9 @@ static BUY: LazyLock<Script> = LazyLock::new(|| {
 /// The atomic Lua strategy.
 pub struct RedisLua;
 
-const INFO: Info = Info {
-    id: "redis-lua",
-    backend: "redis",
-    store: StoreKind::Redis,
-    stores: &[StoreKind::Redis],
-    mechanism: "one Lua script: check stock, DECR, XADD the order",
-    safe: true,
-    safe_against: "any concurrency, any number of instances, slow or crashed clients",
-    unsafe_against: "losing its own writes: Redis without persistence crashing (orders not yet in PostgreSQL), a failover to a replica that missed the last decrements",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::Failover, Expect::Oversells),
-    ],
-    recipes: &[],
-};
-
 impl Strategy for RedisLua {
-    fn info(&self) -> &Info {
-        &INFO
+    fn info(&self) -> &'static Info {
+        info::entry("redis-lua")
     }
 
     /// One script: Redis has run it whole or not at all.

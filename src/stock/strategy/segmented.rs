@@ -31,34 +31,18 @@ use crate::backends::Footprint;
 use crate::backends::failure::BackendError;
 use crate::backends::lease::{release_key, try_set};
 use crate::model::backoff;
-use crate::model::info::{Expect, Hazard, Info};
+use crate::model::info::{self, Info};
 use crate::model::order::Order;
 use crate::model::product::keys::Place;
 use crate::model::product::keys::RedisCell;
-use crate::model::product::{Product, StoreKind, keys};
+use crate::model::product::{Product, keys};
 use crate::model::seam::{BuyCtx, Mark, Store};
 use crate::stock::limit;
-use crate::stock::lock::{Lock, Token, Waiting};
+use crate::stock::lock::{Acquired, Lock, Token, Waiting};
 use crate::stock::store::redis_store::RedisStore;
 
 /// The segmented-stock strategy.
 pub struct Segmented;
-
-const INFO: Info = Info {
-    id: "segmented",
-    backend: "redis",
-    store: StoreKind::Redis,
-    stores: &[StoreKind::Redis],
-    mechanism: "stock split into K keys spread over a cluster's masters, each with its own SET NX PX lock; buyers start at a hashed segment and walk on",
-    safe: true,
-    safe_against: "many instances; high contention (K locks instead of one)",
-    unsafe_against: "work that outlives lease_ms, as with redis-lock",
-    under: &[
-        (Hazard::Contention, Expect::NoOversell),
-        (Hazard::LeaseExpiry, Expect::Oversells),
-    ],
-    recipes: &[],
-};
 
 /// Where a buyer starts: stable per user, spread over the segments.
 fn first_segment(user: &str, segments: u32) -> u32 {
@@ -102,7 +86,7 @@ async fn walk(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
             };
             // Sold out under the lock means this segment emptied since
             // the read above: walk on.
-            match locked::hold(INFO.id, &lock, ctx, guard, k as usize).await? {
+            match locked::hold("segmented", &lock, ctx, guard, k as usize).await? {
                 Outcome::SoldOut => continue,
                 outcome => return Ok(outcome),
             }
@@ -139,11 +123,7 @@ struct SegmentLock {
 impl Lock for SegmentLock {
     type Guard = Token;
 
-    async fn acquire(
-        &self,
-        ctx: &BuyCtx<'_>,
-        _deadline: Instant,
-    ) -> Result<Option<Token>, BackendError> {
+    async fn acquire(&self, ctx: &BuyCtx<'_>, _deadline: Instant) -> Acquired<Token> {
         let token = Uuid::new_v4().to_string();
         let lease = ctx.product.settings.lease_ms;
         let took = try_set(&mut ctx.redis.clone(), &self.key, &token, lease).await?;
@@ -160,8 +140,8 @@ impl Lock for SegmentLock {
 }
 
 impl Strategy for Segmented {
-    fn info(&self) -> &Info {
-        &INFO
+    fn info(&self) -> &'static Info {
+        info::entry("segmented")
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
