@@ -20,6 +20,7 @@ use utoipa::ToSchema;
 
 use crate::backends::Backends;
 use crate::backends::failure::BackendError;
+use crate::model::error::ErrorCode;
 pub use crate::model::telemetry::LIFE_EVENTS;
 
 /// How many seconds back the view reaches.
@@ -67,6 +68,31 @@ pub enum Answer {
     Error = 6,
     /// The buyer's token bucket was empty (429): nothing was tried.
     RateLimited = 7,
+}
+
+impl Answer {
+    /// What the view counts an answer to a buy as: `None` for a sale
+    /// (`Sold`), else the refusal's code; nothing for a product the
+    /// service does not know (nothing to count it against) or a request
+    /// refused before it named a product's sale.
+    pub fn of(refused: Option<ErrorCode>) -> Option<Self> {
+        let Some(code) = refused else {
+            return Some(Self::Sold);
+        };
+        Some(match code {
+            ErrorCode::SoldOut => Self::SoldOut,
+            ErrorCode::Busy => Self::Busy,
+            ErrorCode::LimitReached => Self::LimitReached,
+            ErrorCode::OutcomeUnknown => Self::Unknown,
+            ErrorCode::NotStarted
+            | ErrorCode::Ended
+            | ErrorCode::NotReserved
+            | ErrorCode::BadPath => Self::Refused,
+            ErrorCode::Backend | ErrorCode::Unavailable => Self::Error,
+            ErrorCode::RateLimited => Self::RateLimited,
+            _ => return None,
+        })
+    }
 }
 
 /// One second of one product on one instance (or added up).

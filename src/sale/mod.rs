@@ -4,9 +4,10 @@
 //! first answered the order its key has, if any), puts a wave that came
 //! due on sale, claims the
 //! Idempotency-Key, and runs the sale in a task of its own (`settle`).
-//! It returns what was bought or one [`Refusal`]; the HTTP handler parses
-//! the request, calls it and maps the result, and the live view reads the
-//! refusal's kind once.
+//! It returns what was bought or why not, in the contract's own terms
+//! ([`ApiError`]: its code, its hints): the strategy's outcome is
+//! translated once, here, and the HTTP handler only parses the request,
+//! calls it and answers; the live view reads the answer's code.
 
 pub mod hidden;
 pub mod idempotency;
@@ -14,7 +15,6 @@ pub mod live;
 pub mod memory;
 pub mod placement;
 pub mod product_store;
-mod refusal;
 pub mod reservation;
 mod settle;
 pub mod waves;
@@ -28,8 +28,9 @@ use crate::backends::Backends;
 use crate::backends::conn::RedisConn;
 use crate::backends::failure::BackendError;
 use crate::backends::lane::LaneConn;
+use crate::model::error::ApiError;
 use crate::model::order::Order;
-use crate::model::product::{Product, Window};
+use crate::model::product::{Product, Window, keys};
 use crate::model::telemetry;
 use crate::sale::hidden::Valid;
 use crate::sale::idempotency::{Claim, Claimed, Keyed, Sold};
@@ -37,7 +38,6 @@ use crate::sale::memory::Memory;
 use crate::sale::product_store::{Listed, Miss};
 use crate::sale::reservation::Reservations;
 use crate::stock::strategy::Catalogue;
-pub use refusal::Refusal;
 
 /// What a purchase needs of the instance, shared by every buy (and by the
 /// sale tasks, which outlive the request that started them).
@@ -86,7 +86,7 @@ pub async fn buy(
     shop: &Arc<Shop>,
     purchase: Purchase,
     started: Instant,
-) -> Result<Bought, Refusal> {
+) -> Result<Bought, ApiError> {
     // After the sale is over, this is nearly every request: answered from
     // memory, no backend touched (a keyed one with one lookup of its key).
     let cached = shop.memory.products.get(purchase.product);
@@ -99,7 +99,7 @@ pub async fn buy(
     }
     // The instance's one shared Redis connection (see `Lane`); every
     // command of this buy pipelines on it with everyone else's.
-    let lane = shop.backends.lane.get().await?;
+    let lane = shop.backends.lane.get().await.map_err(ApiError::Backend)?;
     let listed = shop.listing(cached, &lane, &purchase).await?;
     let path = match admitted {
         Some(path) => path,
@@ -112,8 +112,9 @@ pub async fn buy(
     let product = &listed.product;
     if let Some(path) = path {
         let key = purchase.key.as_deref();
-        if let Some(why) = lane.checked(used_once(&mut redis, product, &path, key, shop).await)? {
-            return Err(Refusal::BadPath(why));
+        let used = lane.checked(used_once(&mut redis, product, &path, key, shop).await);
+        if let Some(why) = used.map_err(ApiError::Backend)? {
+            return Err(ApiError::BadPath(why));
         }
     }
     // A wave that came due goes on sale before the buy looks for stock.
@@ -126,7 +127,7 @@ pub async fn buy(
         product,
         shop.backends.clock.now_ms(),
     );
-    lane.checked(caught_up.await)?;
+    lane.checked(caught_up.await).map_err(ApiError::Backend)?;
     let order = Order {
         order_id: shop.backends.clock.order_id(),
         product_id: product.id,
@@ -137,10 +138,14 @@ pub async fn buy(
     };
     let claim = match &purchase.key {
         None => None,
-        Some(key) => match shop.claim(&listed, &lane, key, &order).await? {
+        Some(key) => match shop
+            .claim(&listed, &lane, key, &order)
+            .await
+            .map_err(ApiError::Backend)?
+        {
             Claimed::Owner(claim) => Some(claim),
             Claimed::Replay(sold) => return Ok(Bought::Replayed(sold)),
-            Claimed::InProgress => return Err(Refusal::busy(KEY_IN_PROGRESS)),
+            Claimed::InProgress => return Err(ApiError::busy(KEY_IN_PROGRESS)),
         },
     };
     shop.sell(listed, lane, order, claim, &purchase.request_id, started)
@@ -170,20 +175,20 @@ impl Shop {
     /// its hidden path expired or the product sold out — at the cost of
     /// one lookup of the key, where a keyed sale would take four or five
     /// round trips.
-    async fn admitted(&self, listed: &Listed, purchase: &Purchase) -> Result<Admitted, Refusal> {
+    async fn admitted(&self, listed: &Listed, purchase: &Purchase) -> Result<Admitted, ApiError> {
         let product = &listed.product;
-        let refusal = match self.admit(product, purchase) {
+        let refused = match self.admit(product, purchase) {
             Ok(path) if !self.memory.sold_out.is_sold_out(product.id, product.epoch) => {
                 return Ok(Admitted::Go(path));
             }
             Ok(_) => {
                 telemetry::sold_out_flag();
-                Refusal::SoldOut
+                ApiError::SoldOut
             }
-            Err(refusal) => refusal,
+            Err(refused) => refused,
         };
         let Some(key) = purchase.key.as_deref() else {
-            return Err(refusal);
+            return Err(refused);
         };
         let keyed = Keyed {
             backends: &self.backends,
@@ -192,12 +197,12 @@ impl Shop {
             buyer: &purchase.buyer,
             key,
         };
-        let lane = self.backends.lane.get().await?;
+        let lane = self.backends.lane.get().await.map_err(ApiError::Backend)?;
         let found = idempotency::answer(&mut lane.conn.clone(), &keyed).await;
-        match lane.checked(found)? {
+        match lane.checked(found).map_err(ApiError::Backend)? {
             Some(Claimed::Replay(sold)) => Ok(Admitted::Answered(sold)),
-            Some(_) => Err(Refusal::busy(KEY_IN_PROGRESS)),
-            None => Err(refusal),
+            Some(_) => Err(ApiError::busy(KEY_IN_PROGRESS)),
+            None => Err(refused),
         }
     }
 
@@ -205,16 +210,16 @@ impl Shop {
     /// open, it came on a valid hidden path where the product sells only
     /// on one (returned), and, with pre-booking, the buyer holds a
     /// reservation for this reset of it.
-    fn admit(&self, product: &Product, purchase: &Purchase) -> Result<Option<Valid>, Refusal> {
+    fn admit(&self, product: &Product, purchase: &Purchase) -> Result<Option<Valid>, ApiError> {
         match product.settings.window(self.backends.clock.now_ms()) {
             Window::Open => {}
             Window::NotStarted(ms) => {
-                return Err(Refusal::NotStarted {
+                return Err(ApiError::NotStarted {
                     starts_in: Duration::from_millis(ms),
                     opens_at_ms: product.settings.opens_at_ms,
                 });
             }
-            Window::Ended => return Err(Refusal::Ended),
+            Window::Ended => return Err(ApiError::Ended),
         }
         let path = self.path_of(product, purchase)?;
         let token = purchase.reservation.as_deref().unwrap_or_default();
@@ -222,28 +227,28 @@ impl Shop {
         if product.settings.prebooking
             && !self.reservations.holds(token, id, epoch, &purchase.buyer)
         {
-            return Err(Refusal::NotReserved);
+            return Err(ApiError::NotReserved);
         }
         Ok(path)
     }
 
     /// The valid hidden path `purchase` came on, for a product that sells
     /// only on one; `None` for a product on its plain path.
-    fn path_of(&self, product: &Product, purchase: &Purchase) -> Result<Option<Valid>, Refusal> {
+    fn path_of(&self, product: &Product, purchase: &Purchase) -> Result<Option<Valid>, ApiError> {
         let of = (product.id, product.epoch, purchase.buyer.as_str());
         match (product.settings.hidden_path, purchase.path.as_deref()) {
             (false, None) => Ok(None),
-            (false, Some(_)) => Err(Refusal::BadPath(
+            (false, Some(_)) => Err(ApiError::BadPath(
                 "this product has no hidden path: it sells on POST /stock/{id}/buy",
             )),
-            (true, None) => Err(Refusal::BadPath(
+            (true, None) => Err(ApiError::BadPath(
                 "this product sells only on a path from GET /stock/{id}/path",
             )),
             (true, Some(path)) => {
                 let now = self.backends.clock.now_ms();
                 hidden::check(&self.reservations, path, of, now)
                     .map(Some)
-                    .map_err(Refusal::BadPath)
+                    .map_err(ApiError::BadPath)
             }
         }
     }
@@ -254,7 +259,7 @@ impl Shop {
         cached: Result<Arc<Listed>, Miss>,
         lane: &LaneConn,
         purchase: &Purchase,
-    ) -> Result<Arc<Listed>, Refusal> {
+    ) -> Result<Arc<Listed>, ApiError> {
         let miss = match cached {
             Ok(listed) => return Ok(listed),
             Err(miss) => miss,
@@ -268,8 +273,9 @@ impl Shop {
             &mut redis,
             purchase.product,
         );
-        lane.checked(filled.await)?
-            .ok_or(Refusal::UnknownProduct(purchase.product))
+        lane.checked(filled.await)
+            .map_err(ApiError::Backend)?
+            .ok_or(ApiError::UnknownProduct(purchase.product))
     }
 
     /// Claims `key`, the order's buyer's Idempotency-Key, for `order`.
@@ -307,7 +313,7 @@ impl Shop {
         claim: Option<Claim>,
         request_id: &str,
         started: Instant,
-    ) -> Result<Sold, Refusal> {
+    ) -> Result<Sold, ApiError> {
         let span = tracing::debug_span!(
             "buy",
             request_id = %request_id,
@@ -322,7 +328,7 @@ impl Shop {
         }
         tokio::spawn(sale)
             .await
-            .map_err(|e| BackendError::Task(e.to_string()))?
+            .map_err(|e| ApiError::Backend(BackendError::Task(e.to_string())))?
     }
 }
 
@@ -336,7 +342,7 @@ async fn used_once(
     key: Option<&str>,
     shop: &Shop,
 ) -> Result<Option<&'static str>, BackendError> {
-    let marker = format!("seckill:path-used:{}:{}", product.id, path.nonce);
+    let marker = keys::path_used(product.id, &path.nonce);
     let life = path
         .expires_at_ms
         .saturating_sub(shop.backends.clock.now_ms())

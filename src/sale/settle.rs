@@ -10,10 +10,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Refusal, Shop};
+use super::Shop;
 use crate::backends::conn::RedisConn;
 use crate::backends::failure::BackendError;
 use crate::backends::lane::LaneConn;
+use crate::model::error::ApiError;
 use crate::model::order::Order;
 use crate::model::product::{Product, keys};
 use crate::model::seam::BuyCtx;
@@ -33,7 +34,7 @@ pub async fn sell(
     order: Order,
     claim: Option<Claim>,
     started: Instant,
-) -> Result<Sold, Refusal> {
+) -> Result<Sold, ApiError> {
     let mut redis = lane.conn.clone();
     let product = &listed.product;
     let ctx = BuyCtx {
@@ -48,7 +49,7 @@ pub async fn sell(
     let label = outcome.as_ref().map_or("error", Outcome::label);
     listed.metrics.record(label, started.elapsed());
     tracing::debug!(outcome = label, "buy done");
-    let refusal = match outcome {
+    let refused = match outcome {
         Ok(Outcome::Sold { left }) => {
             // With waves the counter holds only what is on sale so far:
             // its count is not the buyer's unit of the stock.
@@ -63,48 +64,48 @@ pub async fn sell(
             return Ok(sold);
         }
         Ok(Outcome::SoldOut) => sold_out(&shop, product),
-        Ok(Outcome::LimitReached) => Refusal::LimitReached,
+        Ok(Outcome::LimitReached) => ApiError::LimitReached,
         Ok(Outcome::Busy {
             reason,
             retry_after,
-        }) => Refusal::Busy {
-            reason,
+        }) => ApiError::Busy {
+            message: reason.to_owned(),
             retry_after,
         },
         Err(BackendError::OutcomeUnknown(cause)) => {
             count_unknown(&mut redis, product).await;
             // The claim stays: a retry with this key must not buy again
             // before anyone knows whether this one did.
-            return Err(Refusal::OutcomeUnknown {
-                order_id: order.order_id,
+            return Err(ApiError::OutcomeUnknown {
+                order_id: Some(order.order_id),
                 cause,
             });
         }
-        Err(error) => Refusal::Failed(error),
+        Err(error) => ApiError::Backend(error),
     };
     if let Some(claim) = &claim
         && let Err(error) = claim.withdraw(&mut redis).await
     {
         tracing::warn!(%error, product = product.id, "idempotency claim not withdrawn");
     }
-    Err(refusal)
+    Err(refused)
 }
 
 /// Sold out: until the next wave, if one is still to come (no flag: come
 /// back then); for good otherwise, remembered by the instance.
-fn sold_out(shop: &Shop, product: &Product) -> Refusal {
+fn sold_out(shop: &Shop, product: &Product) -> ApiError {
     let now = shop.backends.clock.now_ms();
     let settings = &product.settings;
     let due = settings.waves_due(now);
     if due < settings.waves {
         let next_at_ms = settings.wave_opens_at(due + 1);
-        return Refusal::SoldOutUntil {
+        return ApiError::SoldOutUntil {
             next_in: Duration::from_millis(next_at_ms.saturating_sub(now)),
             next_at_ms,
         };
     }
     shop.memory.sold_out.mark(product.id, product.epoch);
-    Refusal::SoldOut
+    ApiError::SoldOut
 }
 
 /// Counts an `outcome_unknown` answer in the product's ledger. Best

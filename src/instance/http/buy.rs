@@ -18,7 +18,7 @@ use crate::sale;
 use crate::sale::idempotency;
 use crate::sale::idempotency::Sold;
 use crate::sale::live;
-use crate::sale::{Bought, Purchase, Refusal};
+use crate::sale::{Bought, Purchase};
 
 /// Sells one unit to the buyer, under the product's strategy. The body is
 /// ignored (JMeter posts an empty form body).
@@ -100,56 +100,12 @@ pub(super) async fn sell(
     let id = purchase.product;
     let bought = sale::buy(app.shop(), purchase, started).await;
     // The live view counts what buyers of a known product were told.
-    let kind = match &bought {
-        Ok(_) => Some(live::Answer::Sold),
-        Err(refusal) => refusal.kind(),
-    };
-    if let Some(kind) = kind {
+    if let Some(kind) = live::Answer::of(bought.as_ref().err().map(ApiError::code)) {
         app.shop().memory.tell_live(id, kind, started.elapsed());
     }
     match bought? {
         Bought::New(sold) => Ok(Json(sold).into_response()),
         Bought::Replayed(sold) => Ok(replayed(sold)),
-    }
-}
-
-/// A refusal as the contract answers it.
-impl From<Refusal> for ApiError {
-    fn from(refusal: Refusal) -> Self {
-        match refusal {
-            Refusal::UnknownProduct(id) => Self::UnknownProduct(id),
-            Refusal::NotStarted {
-                starts_in,
-                opens_at_ms,
-            } => Self::NotStarted {
-                starts_in,
-                opens_at_ms,
-            },
-            Refusal::Ended => Self::Ended,
-            Refusal::NotReserved => Self::NotReserved,
-            Refusal::BadPath(why) => Self::BadPath(why),
-            Refusal::SoldOut => Self::SoldOut,
-            Refusal::SoldOutUntil {
-                next_in,
-                next_at_ms,
-            } => Self::SoldOutUntil {
-                next_in,
-                next_at_ms,
-            },
-            Refusal::LimitReached => Self::LimitReached,
-            Refusal::Busy {
-                reason,
-                retry_after,
-            } => Self::Busy {
-                message: reason.to_owned(),
-                retry_after,
-            },
-            Refusal::OutcomeUnknown { order_id, cause } => Self::OutcomeUnknown {
-                order_id: Some(order_id),
-                cause,
-            },
-            Refusal::Failed(error) => Self::Backend(error),
-        }
     }
 }
 

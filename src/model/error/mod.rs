@@ -245,9 +245,17 @@ pub struct ErrorDetail {
 }
 
 impl ApiError {
+    /// A `busy` answer with a one-second retry hint: nothing was done.
+    pub fn busy(reason: &str) -> Self {
+        Self::Busy {
+            message: reason.to_owned(),
+            retry_after: Duration::from_secs(1),
+        }
+    }
+
     /// The contract's machine-readable code for this error (its status
     /// is the code's, [`ErrorCode::status`]).
-    fn code(&self) -> ErrorCode {
+    pub fn code(&self) -> ErrorCode {
         match self {
             Self::BadRequest(_) => ErrorCode::BadRequest,
             Self::Unauthorized(_) => ErrorCode::Unauthorized,

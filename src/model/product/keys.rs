@@ -222,6 +222,12 @@ pub fn idempotency(id: i64, epoch: i64, buyer: &str, key: &str) -> String {
         buyer.len()
     )
 }
+/// A hidden path's nonce, once used: what makes the path good for one
+/// buy. Outside the product's prefix: it expires with the path, not at a
+/// reset.
+pub fn path_used(id: i64, nonce: &str) -> String {
+    format!("seckill:path-used:{id}:{nonce}")
+}
 /// How many buys of one reset of the product were answered
 /// `outcome_unknown` by an instance (the gateway's own 502/504s are not
 /// among them: the instance that would count them is gone).
