@@ -112,9 +112,9 @@ pub struct Info {
     pub store: StoreKind,
     /// The `store` settings it can sell from (its own first): a reset
     /// naming another is refused, so no product is laid out in one store
-    /// and sold from another. A locked strategy takes every store, since
-    /// its lock guards the read and the write of whichever holds the
-    /// counter.
+    /// and sold from another.
+    // A locked strategy takes every store: its lock guards the read and
+    // the write of whichever holds the counter.
     pub stores: Vec<StoreKind>,
     /// One line: how it protects the counter.
     pub mechanism: &'static str,
