@@ -2,15 +2,17 @@
 //! `POST /admin/reconcile`: each counter against the durable truth.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::request::Parts;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use utoipa::IntoParams;
 
 use super::AppState;
+use super::answers::{AdminRefused, BackendFailed};
 use super::detach::to_the_end;
+use super::params::ProductId;
 use crate::model::error::{ApiError, ErrorBody};
 use crate::model::product::{Product, ResetRequest, parse_id};
 use crate::orders::life;
@@ -23,27 +25,23 @@ use crate::sale::product_store;
     put,
     path = "/admin/products/{id}",
     tag = "admin",
-    params(("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1")),
+    params(ProductId),
     request_body = ResetRequest,
     security(("admin_token" = [])),
     responses(
         (status = 200, description = "the product as reset: new epoch, no orders", body = Product),
         (status = 400, description = "`bad_request`: a malformed id or body, a setting out of range, an unknown strategy", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: no bearer token", body = ErrorBody),
-        (status = 403, description = "`forbidden`: not the admin token", body = ErrorBody),
+        AdminRefused,
         (status = 413, description = "`bad_request` from the gateway: a body over 16 KiB", body = ErrorBody),
-        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+        BackendFailed,
     )
 )]
 pub async fn reset(
     State(app): State<AppState>,
-    headers: HeaderMap,
-    path: Result<Path<String>, PathRejection>,
+    _admin: Admin,
+    ProductId { id }: ProductId,
     body: Result<Json<ResetRequest>, JsonRejection>,
 ) -> Result<Json<Product>, ApiError> {
-    authorize(&headers, &app.inner.credentials.admin_token)?;
-    let Path(raw_id) = path?;
-    let id = parse_id(&raw_id)?;
     let Json(request) = body?;
     product_store::validate(&request, app.catalogue())?;
     let product = to_the_end(async move { reset_everywhere(&app, id, &request).await }).await?;
@@ -65,16 +63,24 @@ async fn reset_everywhere(
     Ok(product)
 }
 
-/// 401 without a bearer token, 403 with a wrong one. The comparison runs in
-/// constant time so the token cannot be guessed byte by byte from timings.
-fn authorize(headers: &HeaderMap, expected: &str) -> Result<(), ApiError> {
-    let presented = crate::instance::auth::bearer(headers).map_err(|_| {
-        ApiError::Unauthorized("missing admin token: Authorization: Bearer <token>".into())
-    })?;
-    if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
-        Ok(())
-    } else {
-        Err(ApiError::Forbidden)
+/// A request that carries the admin token, checked before anything of the
+/// request is read: 401 without a bearer token, 403 with a wrong one. The
+/// comparison runs in constant time so the token cannot be guessed byte by
+/// byte from timings.
+pub struct Admin;
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, ApiError> {
+        let presented = crate::instance::auth::bearer(&parts.headers).map_err(|_| {
+            ApiError::Unauthorized("missing admin token: Authorization: Bearer <token>".into())
+        })?;
+        let expected = app.inner.credentials.admin_token.as_bytes();
+        match bool::from(presented.as_bytes().ct_eq(expected)) {
+            true => Ok(Self),
+            false => Err(ApiError::Forbidden),
+        }
     }
 }
 
@@ -103,18 +109,16 @@ pub struct ReconcileQuery {
     responses(
         (status = 200, description = "each product's drift, and what the repair did", body = Vec<Drift>),
         (status = 400, description = "`bad_request`: a malformed query", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: no bearer token", body = ErrorBody),
-        (status = 403, description = "`forbidden`: not the admin token", body = ErrorBody),
-        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+        AdminRefused,
+        BackendFailed,
         (status = 503, description = "`unavailable`: a backend is down, or a product's lock was not acquired", body = ErrorBody),
     )
 )]
 pub async fn reconcile(
     State(app): State<AppState>,
-    headers: HeaderMap,
+    _admin: Admin,
     query: Result<Query<ReconcileQuery>, QueryRejection>,
 ) -> Result<Json<Vec<Drift>>, ApiError> {
-    authorize(&headers, &app.inner.credentials.admin_token)?;
     let Query(query) = query?;
     let ids = match query.product {
         Some(id) => vec![parse_id(&id.to_string())?],

@@ -4,16 +4,16 @@
 use std::time::Instant;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use super::AppState;
+use super::answers::{BuyerUnauthorized, SaleLimited, UnknownProduct};
+use super::params::ProductId;
 use crate::instance::auth::{Buyer, UserQuery};
 use crate::model::error::{ApiError, ErrorBody};
-use crate::model::product::parse_id;
 use crate::sale;
 use crate::sale::idempotency;
 use crate::sale::idempotency::Sold;
@@ -28,7 +28,7 @@ use crate::sale::{Bought, Purchase};
     tag = "sale",
     security((), ("buyer_token" = [])),
     params(
-        ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
+        ProductId,
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
          pattern = "^[A-Za-z0-9._:@-]+$",
          description = "the buyer; `?user=` is accepted in its place, for clients that \
@@ -47,19 +47,16 @@ use crate::sale::{Bought, Purchase};
             ("Idempotent-Replayed" = String, description = "`true` when this is the answer of an earlier request with the same Idempotency-Key"),
         )),
         (status = 400, description = "`bad_request`: a malformed id, buyer or Idempotency-Key, or no buyer", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
+        BuyerUnauthorized,
         (status = 403, description = "`not_started`: the product's sale window opens in `seconds_left` s; \
                                       `not_reserved`: the product sells only to buyers holding a reservation; \
                                       `bad_path`: the product sells only on a hidden path (`GET /stock/{id}/path`)", body = ErrorBody, headers(
             ("Retry-After" = u64, description = "seconds until the sale opens"),
         )),
-        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        UnknownProduct,
         (status = 410, description = "`ended`: the product's sale window has closed", body = ErrorBody),
         (status = 409, description = "`sold_out` (between waves: with `seconds_left`, `opens_at_ms` and `Retry-After` for the next one), or `limit_reached` (the buyer holds the product's per-user limit)", body = ErrorBody),
-        (status = 429, description = "`rate_limited` by the gateway, the address's bucket or the buyer's (`X-Limited-By` says which)", body = ErrorBody, headers(
-            ("Retry-After" = u64, description = "seconds"),
-            ("X-Limited-By" = String, description = "`gateway`, `service` (the address's bucket) or `buyer` (the buyer's)"),
-        )),
+        SaleLimited,
         (status = 500, description = "`backend`: a backend failed; a sale is recorded whole or not at all", body = ErrorBody),
         (status = 503, description = "`busy` (lock not acquired in time, retries exhausted, overloaded: nothing was sold), \
                                       `unavailable` (a backend was down before anything was sent), or \
@@ -70,34 +67,31 @@ use crate::sale::{Bought, Purchase};
 pub async fn buy(
     State(app): State<AppState>,
     Extension(Buyer(buyer)): Extension<Buyer>,
-    path: Result<Path<String>, PathRejection>,
+    ProductId { id }: ProductId,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let started = Instant::now();
-    let Path(raw_id) = path?;
-    sell(&app, buyer, &raw_id, &headers, None, started).await
+    sell(&app, buyer, id, &headers, None, Instant::now()).await
 }
 
-/// One buy of product `raw_id` by `buyer`, on its plain path or on the
+/// One buy of product `id` by `buyer`, on its plain path or on the
 /// hidden `path`: the use case called, its answer mapped and counted in
 /// the live view.
 pub(super) async fn sell(
     app: &AppState,
     buyer: String,
-    raw_id: &str,
+    id: i64,
     headers: &HeaderMap,
     path: Option<String>,
     started: Instant,
 ) -> Result<Response, ApiError> {
     let purchase = Purchase {
-        product: parse_id(raw_id)?,
+        product: id,
         buyer,
         reservation: reservation(headers)?.map(str::to_owned),
         key: idempotency::parse(headers)?,
         path,
         request_id: request_id(headers),
     };
-    let id = purchase.product;
     let bought = sale::buy(app.shop(), purchase, started).await;
     // The live view counts what buyers of a known product were told.
     if let Some(kind) = live::Answer::of(bought.as_ref().err().map(ApiError::code)) {

@@ -9,13 +9,15 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::AppState;
+use super::answers::{BuyerLimited, Unavailable, UnknownProduct};
+use super::params::{BuyerHeader, ProductId};
 use crate::instance::auth::{Buyer, UserQuery};
 use crate::model::error::{ApiError, ErrorBody};
-use crate::model::product::{Product, Window, parse_id};
+use crate::model::product::{Product, Window};
 use crate::sale::hidden;
 use crate::sale::product_store;
 
@@ -39,10 +41,8 @@ pub struct BuyPath {
     tag = "sale",
     security((), ("buyer_token" = [])),
     params(
-        ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
-        ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
-         pattern = "^[A-Za-z0-9._:@-]+$",
-         description = "the buyer; `?user=` is accepted in its place"),
+        ProductId,
+        BuyerHeader,
         UserQuery,
     ),
     responses(
@@ -52,23 +52,18 @@ pub struct BuyPath {
         (status = 403, description = "`not_started`: the sale opens in `seconds_left` s (no path before)", body = ErrorBody, headers(
             ("Retry-After" = u64, description = "seconds until the sale opens"),
         )),
-        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        UnknownProduct,
         (status = 409, description = "`no_path`: the product sells on its plain path", body = ErrorBody),
         (status = 410, description = "`ended`: the sale window has closed", body = ErrorBody),
-        (status = 429, description = "`rate_limited`: the buyer's bucket is empty (`X-Limited-By: buyer`)", body = ErrorBody, headers(
-            ("Retry-After" = u64, description = "seconds"),
-            ("X-Limited-By" = String, description = "`buyer`"),
-        )),
-        (status = 503, description = "`unavailable`: a backend is down", body = ErrorBody),
+        BuyerLimited,
+        Unavailable,
     )
 )]
 pub async fn issue(
     State(app): State<AppState>,
     Extension(Buyer(buyer)): Extension<Buyer>,
-    path: Result<Path<String>, PathRejection>,
+    ProductId { id }: ProductId,
 ) -> Result<Json<BuyPath>, ApiError> {
-    let Path(raw_id) = path?;
-    let id = parse_id(&raw_id)?;
     let product = product(&app, id).await?;
     if !product.settings.hidden_path {
         return Err(ApiError::NoPath);
@@ -104,6 +99,13 @@ async fn product(app: &AppState, id: i64) -> Result<Product, ApiError> {
         .ok_or(ApiError::UnknownProduct(id))
 }
 
+/// The `{path}` segment of a hidden buy: the token to check.
+#[derive(Deserialize)]
+pub struct Token {
+    /// The token, as `GET /stock/{id}/path` handed it out.
+    pub path: String,
+}
+
 /// Buys one unit on a hidden path from `GET /stock/{id}/path`, once; the
 /// rest as `POST /stock/{id}/buy` (its headers and answers).
 #[utoipa::path(
@@ -112,11 +114,9 @@ async fn product(app: &AppState, id: i64) -> Result<Product, ApiError> {
     tag = "sale",
     security((), ("buyer_token" = [])),
     params(
-        ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
+        ProductId,
         ("path" = String, Path, description = "the token of the buyer's path"),
-        ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
-         pattern = "^[A-Za-z0-9._:@-]+$",
-         description = "the buyer; `?user=` is accepted in its place"),
+        BuyerHeader,
         UserQuery,
         ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
          pattern = "^[!-~]+$",
@@ -128,7 +128,7 @@ async fn product(app: &AppState, id: i64) -> Result<Product, ApiError> {
         (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token", body = ErrorBody),
         (status = 403, description = "`bad_path`: not this buyer's path for this product and reset, expired, used already, or the product has no hidden path; \\
                                       `not_started`, `not_reserved` as on the plain path", body = ErrorBody),
-        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        UnknownProduct,
         (status = 409, description = "`sold_out` or `limit_reached`", body = ErrorBody),
         (status = 410, description = "`ended`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`X-Limited-By` says which bucket)", body = ErrorBody, headers(
@@ -142,10 +142,11 @@ async fn product(app: &AppState, id: i64) -> Result<Product, ApiError> {
 pub async fn buy_on_path(
     State(app): State<AppState>,
     Extension(Buyer(buyer)): Extension<Buyer>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    ProductId { id }: ProductId,
+    token: Result<Path<Token>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let Path((raw_id, token)) = path?;
-    super::buy::sell(&app, buyer, &raw_id, &headers, Some(token), started).await
+    let Path(Token { path }) = token?;
+    super::buy::sell(&app, buyer, id, &headers, Some(path), started).await
 }

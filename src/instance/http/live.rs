@@ -8,9 +8,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
+use super::answers::{BackendFailed, Unavailable};
 use crate::instance::chart;
 use crate::instance::chart::Bar;
-use crate::model::error::{ApiError, ErrorBody};
+use crate::model::error::ApiError;
 use crate::model::product::now_ms;
 use crate::orders::ledger;
 use crate::orders::ledger::Ledger;
@@ -54,8 +55,8 @@ pub struct LiveProduct {
     tag = "ledger",
     responses(
         (status = 200, description = "every product's ledger, chart and last minute", body = LiveView),
-        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
-        (status = 503, description = "`unavailable`: a backend is down", body = ErrorBody),
+        BackendFailed,
+        Unavailable,
     )
 )]
 pub async fn view(State(app): State<AppState>) -> Result<Json<LiveView>, ApiError> {

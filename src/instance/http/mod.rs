@@ -2,6 +2,7 @@
 //! call the domain, and map the result; the OpenAPI document of it all.
 
 mod admin;
+pub mod answers;
 mod buy;
 mod detach;
 mod document;
@@ -10,6 +11,7 @@ mod identify;
 mod live;
 mod meta;
 mod orders;
+pub mod params;
 mod report;
 mod reserve;
 

@@ -6,16 +6,15 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, Path, State};
-use uuid::Uuid;
+use axum::extract::{Extension, State};
 
 use super::AppState;
+use super::answers::{BackendFailed, BuyerLimited, BuyerUnauthorized, OrderRefused};
 use super::detach::to_the_end;
+use super::params::{BuyerHeader, OrderId};
 use crate::instance::auth::{Buyer, UserQuery};
 use crate::model::error::{ApiError, ErrorBody};
 use crate::model::order::state::Status;
-use crate::model::product::truncate;
 use crate::orders::life;
 use crate::orders::life::{OrderView, Refused};
 
@@ -41,17 +40,6 @@ impl From<Refused> for ApiError {
     }
 }
 
-/// The order id of a request.
-fn parse(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let Path(raw) = path?;
-    Uuid::try_parse(&raw).map_err(|_| {
-        ApiError::BadRequest(format!(
-            "order id must be a UUID, got {:?}",
-            truncate(&raw, 40)
-        ))
-    })
-}
-
 /// The buyer's order: held (with `pay_by_ms`), paid, expired, or sold.
 #[utoipa::path(
     get,
@@ -59,32 +47,25 @@ fn parse(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
     tag = "orders",
     security((), ("buyer_token" = [])),
     params(
-        ("id" = Uuid, Path, description = "the order id a buy answered"),
-        ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
-         pattern = "^[A-Za-z0-9._:@-]+$",
-         description = "the buyer; `?user=` is accepted in its place"),
+        OrderId,
+        BuyerHeader,
         UserQuery,
     ),
     responses(
         (status = 200, description = "the order", body = OrderView),
-        (status = 400, description = "`bad_request`: a malformed order id or buyer, or no buyer", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
+        OrderRefused,
+        BuyerUnauthorized,
         (status = 403, description = "`not_your_order`: another buyer's order", body = ErrorBody),
-        (status = 404, description = "`unknown_order`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`: the buyer's bucket is empty (`X-Limited-By: buyer`)", body = ErrorBody, headers(
-            ("Retry-After" = u64, description = "seconds"),
-            ("X-Limited-By" = String, description = "`buyer`"),
-        )),
-        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+        BuyerLimited,
+        BackendFailed,
         (status = 503, description = "`busy`: the order was just made and is not recorded yet; `unavailable`: a backend is down", body = ErrorBody),
     )
 )]
 pub async fn view(
     State(app): State<AppState>,
     Extension(Buyer(buyer)): Extension<Buyer>,
-    path: Result<Path<String>, PathRejection>,
+    OrderId { id }: OrderId,
 ) -> Result<Json<OrderView>, ApiError> {
-    let id = parse(path)?;
     Ok(Json(life::view(app.shop(), id, &buyer).await?))
 }
 
@@ -96,7 +77,7 @@ pub async fn view(
     tag = "orders",
     security((), ("buyer_token" = [])),
     params(
-        ("id" = Uuid, Path, description = "the order id a buy answered"),
+        OrderId,
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
          pattern = "^[A-Za-z0-9._:@-]+$",
          description = "the buyer who holds it; `?user=` is accepted in its place"),
@@ -104,25 +85,20 @@ pub async fn view(
     ),
     responses(
         (status = 200, description = "paid", body = OrderView),
-        (status = 400, description = "`bad_request`: a malformed order id or buyer, or no buyer", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
+        OrderRefused,
+        BuyerUnauthorized,
         (status = 403, description = "`not_your_order`: another buyer's order; nothing changed", body = ErrorBody),
-        (status = 404, description = "`unknown_order`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`: the buyer's bucket is empty (`X-Limited-By: buyer`)", body = ErrorBody, headers(
-            ("Retry-After" = u64, description = "seconds"),
-            ("X-Limited-By" = String, description = "`buyer`"),
-        )),
+        BuyerLimited,
         (status = 409, description = "`expired`: the hold expired or was cancelled, nothing was paid; `not_held`: the order was sold outright", body = ErrorBody),
-        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+        BackendFailed,
         (status = 503, description = "`busy`: the order was just made and is not recorded yet; `unavailable`: a backend is down", body = ErrorBody),
     )
 )]
 pub async fn pay(
     State(app): State<AppState>,
     Extension(Buyer(buyer)): Extension<Buyer>,
-    path: Result<Path<String>, PathRejection>,
+    OrderId { id }: OrderId,
 ) -> Result<Json<OrderView>, ApiError> {
-    let id = parse(path)?;
     let shop = app.shop().clone();
     let paid = to_the_end(async move { life::pay(&shop, id, &buyer).await }).await?;
     Ok(Json(paid))
@@ -136,7 +112,7 @@ pub async fn pay(
     tag = "orders",
     security((), ("buyer_token" = [])),
     params(
-        ("id" = Uuid, Path, description = "the order id a buy answered"),
+        OrderId,
         ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
          pattern = "^[A-Za-z0-9._:@-]+$",
          description = "the buyer who holds it; `?user=` is accepted in its place"),
@@ -144,25 +120,20 @@ pub async fn pay(
     ),
     responses(
         (status = 200, description = "cancelled: the order is expired and its unit back on sale", body = OrderView),
-        (status = 400, description = "`bad_request`: a malformed order id or buyer, or no buyer", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
+        OrderRefused,
+        BuyerUnauthorized,
         (status = 403, description = "`not_your_order`: another buyer's order; nothing changed", body = ErrorBody),
-        (status = 404, description = "`unknown_order`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`: the buyer's bucket is empty (`X-Limited-By: buyer`)", body = ErrorBody, headers(
-            ("Retry-After" = u64, description = "seconds"),
-            ("X-Limited-By" = String, description = "`buyer`"),
-        )),
+        BuyerLimited,
         (status = 409, description = "`not_held`: the order is paid, or was sold outright", body = ErrorBody),
-        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+        BackendFailed,
         (status = 503, description = "`busy`: the order was just made and is not recorded yet; `unavailable`: a backend is down, or the product's lock was not acquired", body = ErrorBody),
     )
 )]
 pub async fn cancel(
     State(app): State<AppState>,
     Extension(Buyer(buyer)): Extension<Buyer>,
-    path: Result<Path<String>, PathRejection>,
+    OrderId { id }: OrderId,
 ) -> Result<Json<OrderView>, ApiError> {
-    let id = parse(path)?;
     let shop = app.shop().clone();
     let cancelled = to_the_end(async move { life::cancel(&shop, id, &buyer).await }).await?;
     Ok(Json(cancelled))

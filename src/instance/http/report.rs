@@ -2,18 +2,19 @@
 //! (its data: `GET /live`).
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::answers::{BackendFailed, UnknownProduct};
+use super::params::ProductId;
 use crate::instance::chart;
 use crate::instance::chart::Bar;
 use crate::model::error::{ApiError, ErrorBody};
-use crate::model::product::parse_id;
 use crate::orders::ledger;
 use crate::orders::ledger::Ledger;
 use crate::sale::{placement, product_store};
@@ -36,21 +37,19 @@ pub async fn dashboard() -> Html<&'static str> {
     get,
     path = "/stock/{id}",
     tag = "ledger",
-    params(("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1")),
+    params(ProductId),
     responses(
         (status = 200, description = "the product's ledger", body = Ledger),
         (status = 400, description = "`bad_request`: a malformed id", body = ErrorBody),
-        (status = 404, description = "`unknown_product`", body = ErrorBody),
-        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+        UnknownProduct,
+        BackendFailed,
         (status = 503, description = "`unavailable`: a backend is down; `busy`: (`zookeeper` with `recipe: read-write`) the read lock was not acquired within `acquire_timeout_ms`", body = ErrorBody),
     )
 )]
 pub async fn one(
     State(app): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
+    ProductId { id }: ProductId,
 ) -> Result<Json<Ledger>, ApiError> {
-    let Path(raw_id) = path?;
-    let id = parse_id(&raw_id)?;
     let mut conn = app.redis().await?;
     let product = product_store::load(app.backends(), &mut conn, id)
         .await?
@@ -62,10 +61,9 @@ pub async fn one(
         None => Reading::Unlocked,
     };
     if let Reading::TimedOut = reading {
-        return Err(ApiError::Busy {
-            message: "the read lock was not acquired within acquire_timeout_ms".into(),
-            retry_after: std::time::Duration::from_secs(1),
-        });
+        return Err(ApiError::busy(
+            "the read lock was not acquired within acquire_timeout_ms",
+        ));
     }
     let store = app.catalogue().store(&product);
     let placement = placement::of(&mut conn, store.cells()).await?;
@@ -109,7 +107,7 @@ pub enum Format {
             (String = "image/svg+xml"),
         )),
         (status = 400, description = "`bad_request`: an unknown format", body = ErrorBody),
-        (status = 500, description = "`backend`: a backend failed", body = ErrorBody),
+        BackendFailed,
     )
 )]
 pub async fn all(

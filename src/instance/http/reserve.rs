@@ -1,15 +1,16 @@
 //! `POST /stock/{id}/reserve`: pre-booking, before a sale opens.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
+use super::answers::{BuyerUnauthorized, SaleLimited, Unavailable, UnknownProduct};
+use super::params::{BuyerHeader, ProductId};
 use crate::instance::auth::{Buyer, UserQuery};
 use crate::model::error::{ApiError, ErrorBody};
-use crate::model::product::{Window, parse_id};
+use crate::model::product::Window;
 use crate::sale::product_store;
 
 /// A reservation: what the buyer sends back as `X-Reservation` when the
@@ -36,32 +37,25 @@ pub struct Reservation {
     tag = "sale",
     security((), ("buyer_token" = [])),
     params(
-        ("id" = i64, Path, minimum = 1, description = "product id, 1 to 2^63-1"),
-        ("X-User-Id" = String, Header, min_length = 1, max_length = 64,
-         pattern = "^[A-Za-z0-9._:@-]+$",
-         description = "the buyer; `?user=` is accepted in its place"),
+        ProductId,
+        BuyerHeader,
         UserQuery,
     ),
     responses(
         (status = 200, description = "reserved: the token to buy with", body = Reservation),
         (status = 400, description = "`bad_request`: a malformed id or buyer, or no buyer", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: with `buyer_auth = token`, no valid buyer token (missing, malformed, forged, expired, not yet valid, another algorithm or audience)", body = ErrorBody),
-        (status = 404, description = "`unknown_product`", body = ErrorBody),
+        BuyerUnauthorized,
+        UnknownProduct,
         (status = 409, description = "`not_reservable`: the product takes no reservations, or its sale has opened", body = ErrorBody),
-        (status = 429, description = "`rate_limited` by the gateway, the address's bucket or the buyer's (`X-Limited-By` says which)", body = ErrorBody, headers(
-            ("Retry-After" = u64, description = "seconds"),
-            ("X-Limited-By" = String, description = "`gateway`, `service` (the address's bucket) or `buyer` (the buyer's)"),
-        )),
-        (status = 503, description = "`unavailable`: a backend is down", body = ErrorBody),
+        SaleLimited,
+        Unavailable,
     )
 )]
 pub async fn reserve(
     State(app): State<AppState>,
     Extension(Buyer(user)): Extension<Buyer>,
-    path: Result<Path<String>, PathRejection>,
+    ProductId { id }: ProductId,
 ) -> Result<Json<Reservation>, ApiError> {
-    let Path(raw_id) = path?;
-    let id = parse_id(&raw_id)?;
     let mut conn = app.redis().await?;
     let product = product_store::load(app.backends(), &mut conn, id)
         .await?
