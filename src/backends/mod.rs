@@ -6,6 +6,7 @@ pub mod clock;
 pub mod conn;
 pub mod etcd;
 pub mod failure;
+pub mod flags;
 pub mod lane;
 pub mod lease;
 pub mod master;

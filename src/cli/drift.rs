@@ -3,6 +3,9 @@
 //! truth, and with `--repair` to set it right; prints one line per
 //! product.
 
+use anyhow::Context;
+
+use crate::backends::flags::GatewayFlags;
 use crate::lab::client::Gateway;
 use crate::orders::life::reconcile::Drift;
 
@@ -10,11 +13,8 @@ use crate::orders::life::reconcile::Drift;
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReconcileArgs {
     /// The gateway (or an instance) to ask.
-    #[arg(long, env = "SECKILL_URL", default_value = "http://127.0.0.1:8080")]
-    pub url: String,
-    /// The admin token.
-    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: String,
+    #[command(flatten)]
+    pub gateway: GatewayFlags,
     /// Put owed units back and set each drifting counter to its truth.
     #[arg(long)]
     pub repair: bool,
@@ -26,9 +26,16 @@ pub struct ReconcileArgs {
     pub json: bool,
 }
 
+/// The gateway asked without `--url`: compose's, on its default port.
+const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+
 /// Runs the command: `Ok(false)` when a drift is left after a repair.
 pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
-    let target = Gateway::new(&args.url, &args.admin_token, 1)?;
+    let url = args.gateway.url.as_deref().unwrap_or(DEFAULT_URL);
+    let token = args.gateway.admin_token.as_deref();
+    let token =
+        token.context("reconcile needs the admin token: --admin-token or SECKILL_ADMIN_TOKEN")?;
+    let target = Gateway::new(url, token, 1)?;
     let drifts = target.reconcile(args.repair, args.product).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&drifts)?);

@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::backends::Backends;
+use crate::backends::flags::Databases;
 use crate::backends::lane::Lane;
 use crate::backends::master::MainRedis;
 use crate::backends::redlock::Master;
@@ -81,13 +82,9 @@ pub struct ServeArgs {
     /// strategy (optional).
     #[arg(long, env = "SECKILL_ETCD")]
     pub etcd: Option<String>,
-    /// PostgreSQL holding products and orders.
-    #[arg(long, env = "SECKILL_DATABASE_URL")]
-    pub database_url: String,
-    /// MySQL (or MariaDB) for products reset with `store: mysql`
-    /// (optional): their stock, orders and lock rows live there.
-    #[arg(long, env = "SECKILL_MYSQL_URL")]
-    pub mysql_url: Option<String>,
+    /// PostgreSQL and MySQL.
+    #[command(flatten)]
+    pub databases: Databases,
     /// MySQL connections per instance.
     #[arg(long, env = "SECKILL_MYSQL_POOL", default_value_t = 64)]
     pub mysql_pool: u32,
@@ -121,6 +118,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.admin_token.len() >= 8,
         "the admin token must be at least 8 characters"
     );
+    args.databases.postgres()?;
     let instance = args.instance.clone().unwrap_or_else(default_instance_name);
     let listener = TcpListener::bind(args.listen)
         .await
@@ -280,6 +278,7 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
         }
         _ => None,
     };
+    let database_url = args.databases.postgres()?;
     let pg = retrying("postgres", || {
         sqlx::postgres::PgPoolOptions::new()
             .max_connections(args.pg_pool)
@@ -287,10 +286,10 @@ async fn connect(args: &ServeArgs) -> anyhow::Result<Backends> {
             // No ping round trip on every checkout: a broken connection
             // fails its query and the pool replaces it.
             .test_before_acquire(false)
-            .connect(&args.database_url)
+            .connect(database_url)
     })
     .await?;
-    let mysql = match &args.mysql_url {
+    let mysql = match &args.databases.mysql_url {
         Some(url) if !url.is_empty() => Some(
             retrying("mysql", || {
                 sqlx::mysql::MySqlPoolOptions::new()

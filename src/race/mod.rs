@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::ValueEnum;
 
+use crate::backends::flags::{Databases, GatewayFlags};
 use crate::instance::auth::token::Key;
 use crate::lab::client::Gateway;
 use crate::lab::{Lab, LabArgs, LabShape};
@@ -28,13 +29,10 @@ use payer::{DelayMs, Payer};
 /// The race's flags; each has an environment fallback.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RaceArgs {
-    /// A running gateway (e.g. http://127.0.0.1:8080). Without it, a lab is
-    /// started for the race and stopped afterwards.
-    #[arg(long, env = "SECKILL_URL")]
-    pub url: Option<String>,
-    /// Admin token of that gateway (needed to reset products).
-    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    /// The gateway to race on; without one, a lab is started for the race
+    /// and stopped afterwards.
+    #[command(flatten)]
+    pub gateway: GatewayFlags,
     /// The lab started when there is no --url (its buyer identity is the
     /// race's too).
     #[command(flatten)]
@@ -135,13 +133,10 @@ pub struct RaceArgs {
     /// Every race's history is checked against PostgreSQL either way.
     #[arg(long, env = "SECKILL_RACE_HISTORY")]
     pub history: Option<PathBuf>,
-    /// With --url: the PostgreSQL holding the orders, so each race's
-    /// history can be checked (a lab's own is used otherwise).
-    #[arg(long, env = "SECKILL_DATABASE_URL")]
-    pub database_url: Option<String>,
-    /// With --url: the MySQL holding the orders of products stored there.
-    #[arg(long, env = "SECKILL_MYSQL_URL")]
-    pub mysql_url: Option<String>,
+    /// With --url: where its orders are, so each race's history can be
+    /// checked (a lab's own are used otherwise).
+    #[command(flatten)]
+    pub databases: Databases,
     /// Sell on a hidden path (`hidden_path`): each buyer fetches its
     /// one-time path (`GET /stock/{id}/path`) before it buys, as a browser
     /// would.
@@ -167,12 +162,12 @@ pub async fn run(args: RaceArgs) -> anyhow::Result<bool> {
     if let Some(name) = args.scenario {
         return run_scenario(name, &args).await;
     }
-    let lab = match &args.url {
+    let lab = match &args.gateway.url {
         Some(_) => None,
         None => {
             eprintln!("starting a lab with {} instances…", args.lab.instances);
             let lab_args = LabArgs {
-                admin_token: args.admin_token.clone(),
+                admin_token: args.gateway.admin_token.clone(),
                 redis_cluster: args.redis_cluster,
                 ..LabArgs::with_shape(args.lab.clone())
             };
@@ -198,8 +193,9 @@ async fn race_all(args: &RaceArgs, lab: Option<&Lab>) -> anyhow::Result<(Vec<Row
             lab.info.buyer_key()?,
         ),
         None => (
-            args.url.clone().unwrap_or_default(),
-            args.admin_token
+            args.gateway.url.clone().unwrap_or_default(),
+            args.gateway
+                .admin_token
                 .clone()
                 .context("--admin-token (or SECKILL_ADMIN_TOKEN) is needed with --url")?,
             args.buyer_key_file.as_deref().map(Key::load).transpose()?,
@@ -262,7 +258,10 @@ fn audit(args: &RaceArgs, lab: Option<&Lab>, safe: &[String]) -> anyhow::Result<
             Some(lab.info.postgres_url.clone()),
             Some(lab.info.mysql_url.clone()),
         ),
-        None => (args.database_url.clone(), args.mysql_url.clone()),
+        None => (
+            args.databases.database_url.clone(),
+            args.databases.mysql_url.clone(),
+        ),
     };
     Ok(match database_url {
         Some(url) => Audit::connect_lazy(
@@ -414,7 +413,7 @@ impl ValueEnum for ScenarioArg {
 /// `--scenario NAME`: the scenario's rows, each with its expectation.
 async fn run_scenario(name: ScenarioArg, args: &RaceArgs) -> anyhow::Result<bool> {
     anyhow::ensure!(
-        args.url.is_none(),
+        args.gateway.url.is_none(),
         "scenarios start their own labs (they kill and freeze processes); drop --url"
     );
     let knobs = scenario::Knobs {

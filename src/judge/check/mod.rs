@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{MySqlPool, PgPool};
 use uuid::Uuid;
 
+use crate::backends::flags::Databases;
 use crate::model::product::StoreKind;
 use crate::model::product::hold_terms::made_at_ms;
 use history::{Completion, Event, Op, RaceHistory};
@@ -81,12 +82,9 @@ pub fn truthful(violations: &BTreeMap<String, u64>) -> bool {
 pub struct CheckArgs {
     /// The history file (`seckill race --history FILE` writes it).
     pub file: PathBuf,
-    /// The PostgreSQL the orders are in (the lab prints its URL).
-    #[arg(long, env = "SECKILL_DATABASE_URL")]
-    pub database_url: String,
-    /// The MySQL the orders of MySQL-stored products are in.
-    #[arg(long, env = "SECKILL_MYSQL_URL")]
-    pub mysql_url: Option<String>,
+    /// Where the orders are.
+    #[command(flatten)]
+    pub databases: Databases,
 }
 
 /// The databases a race's orders may be in.
@@ -476,7 +474,10 @@ fn given_back_from(info: &history::Race, order: &Order, seen: &Seen) -> u64 {
 pub async fn run(args: CheckArgs) -> anyhow::Result<bool> {
     let races = history::read(&args.file)?;
     anyhow::ensure!(!races.is_empty(), "{} holds no race", args.file.display());
-    let dbs = OrderDbs::connect_lazy(&args.database_url, args.mysql_url.as_deref())?;
+    let dbs = OrderDbs::connect_lazy(
+        args.databases.postgres()?,
+        args.databases.mysql_url.as_deref(),
+    )?;
     let mut all_ok = true;
     println!(
         "{:<8} {:<16} {:>6} {:>8} {:>8}  result",
