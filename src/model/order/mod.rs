@@ -52,8 +52,8 @@ pub mod fields {
 }
 
 /// The `orders` columns an order fills, in the order every statement
-/// binds them ([`Order::bind_insert`], the writer's batch insert). A macro
-/// so that the SQL around it can stay a compile-time `concat!`.
+/// binds them (a database sale's INSERT, the writer's batch insert). A
+/// macro so that the SQL around it can stay a compile-time `concat!`.
 macro_rules! order_columns {
     () => {
         "order_id, product_id, epoch, user_id, strategy, served_by"
@@ -61,9 +61,9 @@ macro_rules! order_columns {
 }
 pub(crate) use order_columns;
 
-/// A statement that inserts the order (bound by [`Order::bind_insert`] as
-/// `$1..$6`) once per row of the CTE `sold` that `$cte` defines: a
-/// conditional update and its order in one statement.
+/// A statement that inserts the order (its columns bound as `$1..$6`)
+/// once per row of the CTE `sold` that `$cte` defines: a conditional
+/// update and its order in one statement.
 macro_rules! insert_if_sold {
     ($cte:literal) => {
         concat!(
@@ -77,8 +77,8 @@ macro_rules! insert_if_sold {
 }
 pub(crate) use insert_if_sold;
 
-/// The `INSERT` that records one order inside a database strategy's
-/// transaction.
+/// The `INSERT` that records one order inside a PostgreSQL transaction
+/// (its columns bound as `$1..$6`).
 pub const INSERT_SQL: &str = concat!(
     "INSERT INTO orders (",
     order_columns!(),
@@ -98,20 +98,6 @@ impl Order {
             strategy: next()?.to_owned(),
             served_by: next()?.to_owned(),
         })
-    }
-
-    /// Binds this order to [`INSERT_SQL`]'s parameters.
-    pub fn bind_insert<'q>(
-        &'q self,
-        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-        query
-            .bind(self.order_id)
-            .bind(self.product_id)
-            .bind(self.epoch)
-            .bind(&self.user_id)
-            .bind(&self.strategy)
-            .bind(&self.served_by)
     }
 
     /// The stream fields as Lua ARGV, in the order the selling scripts'

@@ -13,6 +13,7 @@ pub mod giveback;
 pub mod reaper;
 pub mod reconcile;
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,8 +30,9 @@ use crate::model::telemetry;
 use crate::sale::Shop;
 use crate::sale::product_store;
 use crate::sale::product_store::Listed;
-use crate::stock::store::mysql_book::MysqlBook;
-use crate::stock::store::pg_book::PgBook;
+use crate::stock::store::mysql::Mysql;
+use crate::stock::store::postgres::Pg;
+use crate::stock::store::sql_book::SqlBook;
 
 /// An order as its buyer sees it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -86,7 +88,7 @@ async fn locate(
     order_id: Uuid,
     buyer: &str,
 ) -> Result<(Tracked, Arc<Listed>), Refused> {
-    let books: [&dyn Book; 2] = [&PgBook, &MysqlBook];
+    let books: [&dyn Book; 2] = [&SqlBook::<Pg>(PhantomData), &SqlBook::<Mysql>(PhantomData)];
     let waited = tokio::time::Instant::now();
     let tracked = loop {
         let mut found = None;

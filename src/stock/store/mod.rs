@@ -1,9 +1,12 @@
-//! Stock stores: where a product's stock and orders live, one file per
-//! store behind the seam [`crate::model::seam::Store`] — Redis counters
-//! ([`redis_store`]), PostgreSQL's row ([`pg_store`]), MySQL's row
-//! ([`mysql_store`]) — and each database's statements for the strategies
-//! that sell with SQL ([`pg_rows`], [`mysql_rows`], behind
-//! [`crate::model::seam::Rows`]).
+//! Stock stores: where a product's stock and orders live, behind the seam
+//! [`crate::model::seam::Store`] — Redis counters ([`redis_store`]), or a
+//! database's `products` row ([`sql_store`]). The SQL store is written
+//! once for PostgreSQL and MySQL: its flows, the database strategies'
+//! ([`sql_rows`], behind [`crate::model::seam::Rows`]) and the order
+//! book's ([`sql_book`]) are generic over a [`dialect::Dialect`] —
+//! [`postgres`] or [`mysql`] (with [`innodb`]'s multi-statement steps) —
+//! which holds each database's statements and the few steps its SQL says
+//! its own way, so a fix to one database's flow is a fix to both.
 //!
 //! Everything that differs by where the stock is lives behind the seam:
 //! the critical section's read and write, the buyer's count, finding an
@@ -11,8 +14,8 @@
 //! the footprint and the reset's part. A product's store is resolved once
 //! per reset ([`registry::open`], through its strategy) and carried in
 //! every [`crate::model::seam::BuyCtx`], so no layer above asks which store it
-//! has. Adding a store is one file here and one arm of
-//! [`registry::open`].
+//! has. Adding a store is one file here (or, for another SQL database, one
+//! dialect) and one arm of [`registry::open`].
 //!
 //! The read and the write are separate on purpose: between them lies the
 //! critical section that a lock must protect. Without a (working) lock two
@@ -26,13 +29,13 @@
 //! writes *before* the new holder writes would still let both sell from
 //! one read.
 
+pub mod dialect;
 pub mod innodb;
-pub mod mysql_book;
-pub mod mysql_rows;
-pub mod mysql_store;
-pub mod pg_book;
-pub mod pg_rows;
-pub mod pg_store;
+pub mod mysql;
+pub mod postgres;
 pub mod redis_store;
 pub mod registry;
 pub mod script;
+pub mod sql_book;
+pub mod sql_rows;
+pub mod sql_store;

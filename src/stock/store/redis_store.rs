@@ -3,15 +3,20 @@
 //! the streams into PostgreSQL, so an order is in one of the two (or,
 //! briefly, in both).
 
+use std::marker::PhantomData;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::{AsyncCommands, Script};
 use uuid::Uuid;
 
-use super::pg_book::PgBook;
+use super::dialect::Dialect;
+use super::mysql;
+use super::postgres::Pg;
 use super::script;
-use super::{mysql_store, pg_store};
+use super::sql_book::SqlBook;
+use super::sql_rows::SqlRows;
+use super::sql_store::find_order;
 use crate::backends::conn::RedisConn;
 use crate::backends::failure::BackendError;
 use crate::backends::{Backends, Footprint};
@@ -149,7 +154,7 @@ impl Store for RedisStore {
     }
 
     fn lock_table(&self) -> &'static dyn Rows {
-        &super::pg_rows::PgRows
+        &SqlRows::<Pg>(PhantomData)
     }
 
     fn recheck_every(&self) -> Duration {
@@ -198,7 +203,7 @@ impl Store for RedisStore {
         Box::pin(async move {
             // The table first: an order leaves the stream only once it is
             // stored, so one moving between the two reads is found there.
-            if let Some(order) = pg_store::find_order(&backends.pg, order_id).await? {
+            if let Some(order) = find_order::<Pg>(backends, order_id).await? {
                 return Ok(Some(order));
             }
             for stream in self.streams(product) {
@@ -256,7 +261,7 @@ impl Store for RedisStore {
         product: &'a Product,
         in_stream: &'a [Uuid],
     ) -> StoreFuture<'a, (i64, i64)> {
-        Box::pin(pg_store::count_orders(&backends.pg, product, in_stream))
+        Pg::orders(backends, product, in_stream)
     }
 
     /// Each counter with its moves in one read (they share a slot).
@@ -300,7 +305,7 @@ impl Store for RedisStore {
     }
 
     fn book(&self) -> &'static dyn Book {
-        &PgBook
+        &SqlBook::<Pg>(PhantomData)
     }
 
     fn restock_cell(&self, order: &Order) -> usize {
@@ -394,7 +399,7 @@ impl Store for RedisStore {
         product: &'a Product,
         stale: &'a Footprint,
     ) -> StoreFuture<'a, ()> {
-        Box::pin(mysql_store::leave(backends, product, stale))
+        Box::pin(mysql::leave(backends, product, stale))
     }
 }
 

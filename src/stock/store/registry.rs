@@ -1,10 +1,12 @@
 //! The registry of stores: the one place that chooses a store by kind.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::mysql_store::MysqlStore;
-use super::pg_store::PgStore;
+use super::mysql::Mysql;
+use super::postgres::Pg;
 use super::redis_store::RedisStore;
+use super::sql_store::SqlStore;
 use crate::model::product::keys::RedisCell;
 use crate::model::product::{Product, StoreKind};
 use crate::model::seam::Store;
@@ -15,7 +17,7 @@ use crate::model::seam::Store;
 pub fn open(kind: StoreKind, product: &Product) -> Arc<dyn Store> {
     match kind {
         StoreKind::Redis => Arc::new(RedisStore::new(vec![RedisCell::home(product)])),
-        StoreKind::Postgres => Arc::new(PgStore),
-        StoreKind::Mysql => Arc::new(MysqlStore),
+        StoreKind::Postgres => Arc::new(SqlStore::<Pg>(PhantomData)),
+        StoreKind::Mysql => Arc::new(SqlStore::<Mysql>(PhantomData)),
     }
 }
