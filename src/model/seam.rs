@@ -2,7 +2,7 @@
 //! every layer that sells ([`BuyCtx`]), what a store offers it
 //! ([`Store`], one implementation per store in the `store` module), what a
 //! database offers the strategies that sell with SQL ([`Rows`]), and what
-//! a write did ([`Written`]).
+//! a write did ([`Outcome`]).
 //!
 //! Here at the bottom, in one file, so that locks, stores, the per-buyer
 //! limit and the strategies take them without knowing which strategy
@@ -83,9 +83,11 @@ impl<'a> BuyCtx<'a> {
     }
 }
 
-/// What a selling script (or a database write) did.
+/// What one buy did: the answer of a selling script or a database write,
+/// and of the strategy around it — one type from the store up to the
+/// sale, which translates it once into the contract's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Written {
+pub enum Outcome {
     /// Stock written and order recorded, atomically.
     Sold {
         /// The product's stock right after this sale, when the write was
@@ -102,6 +104,35 @@ pub enum Written {
     /// Nothing written: a holder with a newer fencing token touched the
     /// stock since this one read it.
     Fenced,
+    /// Nothing written: the strategy gave up (lock not acquired in time,
+    /// retries exhausted); the client may retry after `retry_after`.
+    Busy {
+        /// Why, for the error message.
+        reason: &'static str,
+        /// The hint sent as `Retry-After`.
+        retry_after: Duration,
+    },
+}
+
+impl Outcome {
+    /// A `busy` outcome with a one-second retry hint.
+    pub fn busy(reason: &'static str) -> Self {
+        Self::Busy {
+            reason,
+            retry_after: Duration::from_secs(1),
+        }
+    }
+
+    /// The outcome's name in metrics and logs: a reset or fenced write is
+    /// `busy` to the buyer.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Sold { .. } => "sold",
+            Self::SoldOut => "sold_out",
+            Self::LimitReached => "limit_reached",
+            Self::Reset | Self::Fenced | Self::Busy { .. } => "busy",
+        }
+    }
 }
 
 /// A future a [`Store`] returns.
@@ -161,7 +192,7 @@ pub trait Store: Send + Sync {
         cell: usize,
         new_stock: i64,
         fence: Option<u64>,
-    ) -> StoreFuture<'a, Written>;
+    ) -> StoreFuture<'a, Outcome>;
 
     /// The Redis counters holding the stock (none for a database row):
     /// what a reset sets, a footprint clears and `GET /stock/{id}` places.
@@ -355,11 +386,11 @@ pub trait Rows: Send + Sync {
     /// `db-atomic`: the conditional decrement `stock > 0` with the order,
     /// in one round trip where the settings allow (no `work_ms`); with
     /// work, in a transaction that holds the row lock through it.
-    fn atomic<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Written>;
+    fn atomic<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Outcome>;
 
     /// `db-pessimistic`: `SELECT … FOR UPDATE`, the work, the decrement
     /// and the order, then COMMIT.
-    fn pessimistic<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Written>;
+    fn pessimistic<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Outcome>;
 
     /// `db-optimistic`'s read: the stock and its version, `None` once the
     /// product was reset.
@@ -371,13 +402,13 @@ pub trait Rows: Send + Sync {
         &'a self,
         ctx: &'a BuyCtx<'a>,
         version: i64,
-    ) -> StoreFuture<'a, Option<Written>>;
+    ) -> StoreFuture<'a, Option<Outcome>>;
 
     /// `db-transaction`'s one attempt: a REPEATABLE READ transaction of a
     /// plain read, the work, a write of the value read minus one and the
     /// order; `None` when the database refused it as a serialization
     /// failure (nothing written: run it again).
-    fn transaction<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Option<Written>>;
+    fn transaction<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Option<Outcome>>;
 
     /// `db-lock-table`: one try to take lock `name` as `owner` (a free
     /// row, or one older than its lease).

@@ -17,10 +17,9 @@ use crate::backends::lane::LaneConn;
 use crate::model::error::ApiError;
 use crate::model::order::Order;
 use crate::model::product::{Product, keys};
-use crate::model::seam::BuyCtx;
+use crate::model::seam::{BuyCtx, Outcome};
 use crate::sale::idempotency::{Claim, Sold};
 use crate::sale::product_store::Listed;
-use crate::stock::strategy::Outcome;
 
 /// How long an unknown outcome's count is kept: a day of looking back.
 const UNKNOWN_COUNT_TTL_SECS: u64 = 86_400;
@@ -65,6 +64,8 @@ pub async fn sell(
         }
         Ok(Outcome::SoldOut) => sold_out(&shop, product),
         Ok(Outcome::LimitReached) => ApiError::LimitReached,
+        Ok(Outcome::Reset) => ApiError::busy("the product was reset during the buy"),
+        Ok(Outcome::Fenced) => ApiError::busy("fenced: a newer lock holder has touched the stock"),
         Ok(Outcome::Busy {
             reason,
             retry_after,

@@ -4,7 +4,7 @@
 //! master is released and the attempt retried after a random delay.
 //! `quorum: "all"` turns it into the articles' MultiLock.
 //!
-//! Written here rather than with the `rslock` crate: the MultiLock variant
+//! Outcome here rather than with the `rslock` crate: the MultiLock variant
 //! needs a quorum of all, and each master's connection
 //! ([`crate::backends::redlock::Master`]) bounds every call by a short
 //! timeout, so a dead master costs milliseconds, not a connect timeout.

@@ -20,7 +20,7 @@ use crate::backends::failure::{AtCommit, BackendError};
 use crate::backends::{Backends, Footprint};
 use crate::model::order::Order;
 use crate::model::product::{Product, StoreKind};
-use crate::model::seam::{BuyCtx, StoreFuture, Written};
+use crate::model::seam::{BuyCtx, Outcome, StoreFuture};
 
 /// A dialect's connection: what a transaction derefs to.
 pub type Conn<D> = <<D as Dialect>::Db as Database>::Connection;
@@ -162,9 +162,9 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     fn sell<'a>(on: &'a mut Conn<Self>, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Option<i64>>;
     /// `db-atomic` without work: the sale (the limit included) in one
     /// round trip, its own transaction.
-    fn sell_now<'a>(ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Written>;
+    fn sell_now<'a>(ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Outcome>;
     /// `db-optimistic`'s write: see [`crate::model::seam::Rows::compare_and_set`].
-    fn compare_and_set<'a>(ctx: &'a BuyCtx<'a>, version: i64) -> StoreFuture<'a, Option<Written>>;
+    fn compare_and_set<'a>(ctx: &'a BuyCtx<'a>, version: i64) -> StoreFuture<'a, Option<Outcome>>;
 
     /// The statement that puts waves `2..=due` on sale in the row, once:
     /// the cumulative shares bound as the database can index them.
@@ -275,12 +275,12 @@ pub async fn record<D: Dialect>(
     mut tx: Transaction<'static, D::Db>,
     ctx: &BuyCtx<'_>,
     left: i64,
-) -> Result<Written, BackendError> {
+) -> Result<Outcome, BackendError> {
     with_order::<D>(D::SQL.insert_order, ctx.order)
         .run(&mut tx)
         .await?;
     tx.commit().await.at_commit()?;
-    Ok(Written::Sold { left: Some(left) })
+    Ok(Outcome::Sold { left: Some(left) })
 }
 
 /// The sqlx plumbing of a [`Dialect`] implementation ([`Dialect::bind`],

@@ -23,7 +23,7 @@ use crate::model::order::state::column;
 use crate::model::order::{Order, order_columns};
 use crate::model::product::shares::through;
 use crate::model::product::{Product, StoreKind};
-use crate::model::seam::{BuyCtx, StoreFuture, Written};
+use crate::model::seam::{BuyCtx, Outcome, StoreFuture};
 use crate::stock::limit;
 
 /// MySQL.
@@ -157,24 +157,24 @@ impl Dialect for Mysql {
     }
 
     /// `seckill_sell_one`, the limit included.
-    fn sell_now<'a>(ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Written> {
+    fn sell_now<'a>(ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Outcome> {
         Box::pin(async move {
             Ok(match sell_one(ctx, None).await? {
-                SellOne::Sold(left) => Written::Sold { left: Some(left) },
-                SellOne::NoMatch => Written::SoldOut,
-                SellOne::LimitReached => Written::LimitReached,
+                SellOne::Sold(left) => Outcome::Sold { left: Some(left) },
+                SellOne::NoMatch => Outcome::SoldOut,
+                SellOne::LimitReached => Outcome::LimitReached,
             })
         })
     }
 
     /// The version check, the decrement and the order in one statement,
     /// the buyer's limit included.
-    fn compare_and_set<'a>(ctx: &'a BuyCtx<'a>, version: i64) -> StoreFuture<'a, Option<Written>> {
+    fn compare_and_set<'a>(ctx: &'a BuyCtx<'a>, version: i64) -> StoreFuture<'a, Option<Outcome>> {
         Box::pin(async move {
             Ok(match sell_one(ctx, Some(version)).await? {
-                SellOne::Sold(left) => Some(Written::Sold { left: Some(left) }),
+                SellOne::Sold(left) => Some(Outcome::Sold { left: Some(left) }),
                 SellOne::NoMatch => None,
-                SellOne::LimitReached => Some(Written::LimitReached),
+                SellOne::LimitReached => Some(Outcome::LimitReached),
             })
         })
     }

@@ -16,7 +16,7 @@ use crate::model::order::state::{OrderRow, column};
 use crate::model::order::{INSERT_SQL, Order, insert_if_sold, order_columns};
 use crate::model::product::shares::through;
 use crate::model::product::{Product, StoreKind};
-use crate::model::seam::{BuyCtx, StoreFuture, Written};
+use crate::model::seam::{BuyCtx, Outcome, StoreFuture};
 use crate::stock::limit;
 
 /// Decrement and insert in one statement: the CTE's UPDATE yields a row only
@@ -137,13 +137,13 @@ impl Dialect for Pg {
     /// One statement without a limit; with one, one function call
     /// (`seckill_sell_one`, migration 0004: the hot row's lock held for no
     /// network round trip).
-    fn sell_now<'a>(ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Written> {
+    fn sell_now<'a>(ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Outcome> {
         Box::pin(async move {
             let settings = &ctx.product.settings;
             if settings.per_user_limit == 0 {
                 let pg = &mut *ctx.backends.pg.acquire().await.at_commit()?;
                 let left = Self::sell(pg, ctx).await.at_commit()?;
-                return Ok(left.map_or(Written::SoldOut, |left| Written::Sold { left: Some(left) }));
+                return Ok(left.map_or(Outcome::SoldOut, |left| Outcome::Sold { left: Some(left) }));
             }
             let (verdict, left): (i16, Option<i64>) = sqlx::query_as(SELL_ONE_SQL)
                 .bind(ctx.order.order_id)
@@ -156,23 +156,23 @@ impl Dialect for Pg {
                 .fetch_one(&ctx.backends.pg)
                 .await
                 .at_commit()?;
-            Written::from_reply(&[verdict.into(), left.unwrap_or_default()])
+            Outcome::from_reply(&[verdict.into(), left.unwrap_or_default()])
         })
     }
 
     /// The CAS with the order; with a per-user limit, the buyer's unit is
     /// claimed in the same transaction (and rolled back with a lost CAS).
-    fn compare_and_set<'a>(ctx: &'a BuyCtx<'a>, version: i64) -> StoreFuture<'a, Option<Written>> {
+    fn compare_and_set<'a>(ctx: &'a BuyCtx<'a>, version: i64) -> StoreFuture<'a, Option<Outcome>> {
         Box::pin(async move {
             let cas = with_order::<Self>(CAS_SQL, ctx.order).bind(version);
-            let sold = |left| Written::Sold { left: Some(left) };
+            let sold = |left| Outcome::Sold { left: Some(left) };
             if ctx.product.settings.per_user_limit == 0 {
                 let pg = &mut *ctx.backends.pg.acquire().await.at_commit()?;
                 return Ok(cas.returning(pg).await.at_commit()?.map(sold));
             }
             let mut tx = ctx.backends.pg.begin().await?;
             if !limit::claim_pg(&mut tx, ctx).await? {
-                return Ok(Some(Written::LimitReached));
+                return Ok(Some(Outcome::LimitReached));
             }
             let Some(left) = cas.returning(&mut tx).await? else {
                 return Ok(None);

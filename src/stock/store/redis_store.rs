@@ -25,7 +25,7 @@ use crate::model::order::stream::find_in_stream;
 use crate::model::product::keys::RedisCell;
 use crate::model::product::shares::{split, through};
 use crate::model::product::{Product, StoreKind, keys};
-use crate::model::seam::{Book, BuyCtx, Mark, Rows, Store, StoreFuture, Written};
+use crate::model::seam::{Book, BuyCtx, Mark, Outcome, Rows, Store, StoreFuture};
 use crate::stock::limit;
 
 /// KEYS: stock, fence-seen. ARGV: fencing token.
@@ -176,7 +176,7 @@ impl Store for RedisStore {
         cell: usize,
         new_stock: i64,
         fence: Option<u64>,
-    ) -> StoreFuture<'a, Written> {
+    ) -> StoreFuture<'a, Outcome> {
         Box::pin(
             async move { script::run(&WRITE, ctx, self.cell(cell)?, Some(new_stock), fence).await },
         )

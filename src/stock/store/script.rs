@@ -1,6 +1,6 @@
 //! The Redis scripts that sell, written against one layout: the same KEYS
 //! and ARGV in the same places for every such script, named once by Lua
-//! locals in [`PRELUDE`], and one table of answers ([`Written`]). No script
+//! locals in [`PRELUDE`], and one table of answers ([`Outcome`]). No script
 //! body uses a bare position or a bare number.
 //!
 //! The shared fragments — the reset check, the per-buyer limit, recording
@@ -14,21 +14,21 @@ use crate::backends::failure::{AtCommit, BackendError};
 use crate::model::order::{Order, fields};
 use crate::model::product::keys::RedisCell;
 use crate::model::product::{Product, keys};
-use crate::model::seam::{BuyCtx, Written};
+use crate::model::seam::{BuyCtx, Outcome};
 
 /// Each answer's code on the Lua side.
-const CODES: [(Written, i64); 5] = [
-    (Written::Sold { left: None }, 1),
-    (Written::SoldOut, 2),
-    (Written::Reset, 3),
-    (Written::LimitReached, 4),
-    (Written::Fenced, 5),
+const CODES: [(Outcome, i64); 5] = [
+    (Outcome::Sold { left: None }, 1),
+    (Outcome::SoldOut, 2),
+    (Outcome::Reset, 3),
+    (Outcome::LimitReached, 4),
+    (Outcome::Fenced, 5),
 ];
 
-impl Written {
+impl Outcome {
     /// The code a script returns for this answer.
     pub fn code(self) -> i64 {
-        let same = |w: &Written| std::mem::discriminant(w) == std::mem::discriminant(&self);
+        let same = |w: &Outcome| std::mem::discriminant(w) == std::mem::discriminant(&self);
         CODES.iter().find(|(w, _)| same(w)).map_or(0, |(_, c)| *c)
     }
 
@@ -36,7 +36,7 @@ impl Written {
     pub fn from_reply(reply: &[i64]) -> Result<Self, BackendError> {
         let code = reply.first().copied().unwrap_or_default();
         match CODES.iter().find(|(_, c)| *c == code) {
-            Some((Written::Sold { .. }, _)) => Ok(Written::Sold {
+            Some((Outcome::Sold { .. }, _)) => Ok(Outcome::Sold {
                 left: reply.get(1).copied(),
             }),
             Some((written, _)) => Ok(*written),
@@ -85,15 +85,15 @@ pub fn group_selling(body: &str) -> Script {
 
 /// `body` with its steps and answers filled in.
 fn expand(body: &str) -> String {
-    let code = |w: Written| format!("{{{}}}", w.code());
+    let code = |w: Outcome| format!("{{{}}}", w.code());
     let check_epoch = format!(
         "if redis.call('GET', epoch_key) ~= epoch then return {} end",
-        code(Written::Reset)
+        code(Outcome::Reset)
     );
     let check_limit = format!(
         "if limit > 0 and tonumber(redis.call('HGET', buyers_key, user) or '0') >= limit \
          then return {} end",
-        code(Written::LimitReached)
+        code(Outcome::LimitReached)
     );
     let record = format!(
         "if limit > 0 then redis.call('HINCRBY', buyers_key, user, 1) end \
@@ -107,21 +107,21 @@ fn expand(body: &str) -> String {
         .replace("{record}", &record)
         .replace(
             "{sold}",
-            &format!("{{{}, left}}", Written::Sold { left: None }.code()),
+            &format!("{{{}, left}}", Outcome::Sold { left: None }.code()),
         )
-        .replace("{sold_out}", &code(Written::SoldOut))
-        .replace("{reset}", &code(Written::Reset))
-        .replace("{limit_reached}", &code(Written::LimitReached))
-        .replace("{fenced}", &code(Written::Fenced))
+        .replace("{sold_out}", &code(Outcome::SoldOut))
+        .replace("{reset}", &code(Outcome::Reset))
+        .replace("{limit_reached}", &code(Outcome::LimitReached))
+        .replace("{fenced}", &code(Outcome::Fenced))
         .replace(
             "{sold_code}",
-            &Written::Sold { left: None }.code().to_string(),
+            &Outcome::Sold { left: None }.code().to_string(),
         )
-        .replace("{sold_out_code}", &Written::SoldOut.code().to_string())
-        .replace("{reset_code}", &Written::Reset.code().to_string())
+        .replace("{sold_out_code}", &Outcome::SoldOut.code().to_string())
+        .replace("{reset_code}", &Outcome::Reset.code().to_string())
         .replace(
             "{limit_reached_code}",
-            &Written::LimitReached.code().to_string(),
+            &Outcome::LimitReached.code().to_string(),
         )
 }
 
@@ -132,7 +132,7 @@ pub async fn run_group(
     conn: &mut crate::backends::conn::RedisConn,
     product: &Product,
     orders: &[Order],
-) -> Result<Vec<Written>, BackendError> {
+) -> Result<Vec<Outcome>, BackendError> {
     let first = orders
         .first()
         .ok_or_else(|| BackendError::Corrupt("a group without buyers".into()))?;
@@ -154,7 +154,7 @@ pub async fn run_group(
             .arg(&order.user_id);
     }
     let reply: Vec<i64> = invocation.invoke_async(conn).await.at_commit()?;
-    reply.chunks(2).map(Written::from_reply).collect()
+    reply.chunks(2).map(Outcome::from_reply).collect()
 }
 
 /// Runs a [`selling`] script for this buy on `cell`, with the new stock
@@ -165,7 +165,7 @@ pub async fn run(
     cell: &RedisCell,
     new_stock: Option<i64>,
     fence: Option<u64>,
-) -> Result<Written, BackendError> {
+) -> Result<Outcome, BackendError> {
     let id = ctx.product.id;
     let limit = if cell.counts_buyer {
         ctx.product.settings.per_user_limit
@@ -187,10 +187,10 @@ pub async fn run(
         .invoke_async(&mut ctx.redis.clone())
         .await
         .at_commit()?;
-    let written = Written::from_reply(&reply)?;
+    let written = Outcome::from_reply(&reply)?;
     // A segment's count is not the product's: no unit number from it.
     Ok(match written {
-        Written::Sold { .. } if cell.key != keys::stock(id) => Written::Sold { left: None },
+        Outcome::Sold { .. } if cell.key != keys::stock(id) => Outcome::Sold { left: None },
         other => other,
     })
 }
@@ -202,15 +202,15 @@ mod tests {
     #[test]
     fn every_answer_has_its_own_code() {
         for (written, code) in CODES {
-            assert_eq!(Written::from_reply(&[code]).unwrap(), written);
+            assert_eq!(Outcome::from_reply(&[code]).unwrap(), written);
             assert_eq!(written.code(), code);
         }
         assert_eq!(
-            Written::from_reply(&[1, 7]).unwrap(),
-            Written::Sold { left: Some(7) }
+            Outcome::from_reply(&[1, 7]).unwrap(),
+            Outcome::Sold { left: Some(7) }
         );
-        assert!(Written::from_reply(&[0]).is_err());
-        assert!(Written::from_reply(&[]).is_err());
+        assert!(Outcome::from_reply(&[0]).is_err());
+        assert!(Outcome::from_reply(&[]).is_err());
     }
 
     #[test]

@@ -8,17 +8,17 @@ use std::marker::PhantomData;
 
 use super::dialect::{Conn, Dialect, Stmt, again, connect, record};
 use crate::backends::failure::{AtCommit, BackendError};
-use crate::model::seam::{BuyCtx, Rows, StoreFuture, Written};
+use crate::model::seam::{BuyCtx, Outcome, Rows, StoreFuture};
 
 /// Dialect `D`'s way of running each database strategy.
 pub struct SqlRows<D>(pub PhantomData<fn() -> D>);
 
 impl<D: Dialect> Rows for SqlRows<D> {
-    fn atomic<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Written> {
+    fn atomic<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Outcome> {
         Box::pin(atomic::<D>(ctx))
     }
 
-    fn pessimistic<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Written> {
+    fn pessimistic<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Outcome> {
         Box::pin(pessimistic::<D>(ctx))
     }
 
@@ -36,11 +36,11 @@ impl<D: Dialect> Rows for SqlRows<D> {
         &'a self,
         ctx: &'a BuyCtx<'a>,
         version: i64,
-    ) -> StoreFuture<'a, Option<Written>> {
+    ) -> StoreFuture<'a, Option<Outcome>> {
         D::compare_and_set(ctx, version)
     }
 
-    fn transaction<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Option<Written>> {
+    fn transaction<'a>(&'a self, ctx: &'a BuyCtx<'a>) -> StoreFuture<'a, Option<Outcome>> {
         Box::pin(async move {
             match transaction::<D>(ctx).await {
                 Err(error) if D::serialization_failure(&error) => Ok(None),
@@ -90,7 +90,7 @@ impl<D: Dialect> Rows for SqlRows<D> {
 /// one round trip ([`Dialect::sell_now`]); with business work, in a
 /// transaction that holds the row lock through the work, as a real order
 /// service would.
-async fn atomic<D: Dialect>(ctx: &BuyCtx<'_>) -> Result<Written, BackendError> {
+async fn atomic<D: Dialect>(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
     if ctx.product.settings.work_ms == 0 {
         return D::sell_now(ctx).await;
     }
@@ -98,27 +98,27 @@ async fn atomic<D: Dialect>(ctx: &BuyCtx<'_>) -> Result<Written, BackendError> {
     // The buyer's row first: it is locked only against the same buyer's
     // requests, so the hot product row is not held any longer.
     if !D::claim(&mut tx, ctx).await? {
-        return Ok(Written::LimitReached);
+        return Ok(Outcome::LimitReached);
     }
     let Some(left) = D::sell(&mut tx, ctx).await? else {
-        return Ok(Written::SoldOut);
+        return Ok(Outcome::SoldOut);
     };
     ctx.work().await;
     tx.commit().await.at_commit()?;
-    Ok(Written::Sold { left: Some(left) })
+    Ok(Outcome::Sold { left: Some(left) })
 }
 
 /// `db-pessimistic`: `SELECT … FOR UPDATE` takes the row lock now, so no
 /// other buyer can read this stock until we commit: the read and the
 /// write cannot be interleaved by anyone else.
-async fn pessimistic<D: Dialect>(ctx: &BuyCtx<'_>) -> Result<Written, BackendError> {
+async fn pessimistic<D: Dialect>(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
     let mut tx = D::pool(ctx.backends)?.begin().await?;
     let stock = match read_and_work::<D>(&mut tx, ctx, D::SQL.for_update).await? {
         Ok(stock) => stock,
         Err(unsold) => return Ok(unsold),
     };
     if !D::claim(&mut tx, ctx).await? {
-        return Ok(Written::LimitReached);
+        return Ok(Outcome::LimitReached);
     }
     Stmt::<D>::new(D::SQL.take_one)
         .bind(ctx.product.id)
@@ -131,7 +131,7 @@ async fn pessimistic<D: Dialect>(ctx: &BuyCtx<'_>) -> Result<Written, BackendErr
 /// work, and a write of the value read minus one. PostgreSQL's snapshot
 /// isolation lets the first updater win; InnoDB's write lands on the
 /// newest row whatever the read saw.
-async fn transaction<D: Dialect>(ctx: &BuyCtx<'_>) -> Result<Written, BackendError> {
+async fn transaction<D: Dialect>(ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
     let pool = D::pool(ctx.backends)?;
     let mut tx = pool.begin_with(D::SQL.repeatable_read).await?;
     let stock = match read_and_work::<D>(&mut tx, ctx, D::SQL.read).await? {
@@ -144,7 +144,7 @@ async fn transaction<D: Dialect>(ctx: &BuyCtx<'_>) -> Result<Written, BackendErr
         .run(&mut tx)
         .await?;
     if !D::claim(&mut tx, ctx).await? {
-        return Ok(Written::LimitReached);
+        return Ok(Outcome::LimitReached);
     }
     record::<D>(tx, ctx, stock - 1).await
 }
@@ -156,15 +156,15 @@ async fn read_and_work<D: Dialect>(
     tx: &mut Conn<D>,
     ctx: &BuyCtx<'_>,
     read: &'static str,
-) -> Result<Result<i64, Written>, BackendError> {
+) -> Result<Result<i64, Outcome>, BackendError> {
     let stock: Option<(i64,)> = Stmt::<D>::new(read)
         .bind(ctx.product.id)
         .bind(ctx.product.epoch)
         .optional(tx)
         .await?;
     Ok(match stock {
-        None => Err(Written::Reset),
-        Some((stock,)) if stock <= 0 => Err(Written::SoldOut),
+        None => Err(Outcome::Reset),
+        Some((stock,)) if stock <= 0 => Err(Outcome::SoldOut),
         Some((stock,)) => {
             ctx.work().await;
             Ok(stock)

@@ -18,7 +18,7 @@ use crate::backends::{Backends, Footprint};
 use crate::model::order::Order;
 use crate::model::order::state::OrderRow;
 use crate::model::product::{Product, StoreKind};
-use crate::model::seam::{Book, BuyCtx, Mark, Rows, Store, StoreFuture, Written};
+use crate::model::seam::{Book, BuyCtx, Mark, Outcome, Rows, Store, StoreFuture};
 
 /// A product's stock in dialect `D`'s `products` row, its orders in `D`'s
 /// `orders` (the product's definition stays in PostgreSQL).
@@ -92,7 +92,7 @@ impl<D: Dialect> Store for SqlStore<D> {
         _cell: usize,
         new_stock: i64,
         fence: Option<u64>,
-    ) -> StoreFuture<'a, Written> {
+    ) -> StoreFuture<'a, Outcome> {
         Box::pin(again::<D, _, _, _>(move || {
             write::<D>(ctx, new_stock, fence)
         }))
@@ -227,7 +227,7 @@ async fn write<D: Dialect>(
     ctx: &BuyCtx<'_>,
     new_stock: i64,
     fence: Option<u64>,
-) -> Result<Written, BackendError> {
+) -> Result<Outcome, BackendError> {
     let product = ctx.product;
     let mut tx = D::pool(ctx.backends)?.begin().await?;
     let fence = fence.map(|t| t as i64);
@@ -246,13 +246,13 @@ async fn write<D: Dialect>(
             .optional(&mut tx)
             .await?;
         return Ok(match same_epoch {
-            Some(_) => Written::Fenced,
-            None => Written::Reset,
+            Some(_) => Outcome::Fenced,
+            None => Outcome::Reset,
         });
     }
     if !D::claim(&mut tx, ctx).await? {
         // Dropping the transaction rolls the stock write back.
-        return Ok(Written::LimitReached);
+        return Ok(Outcome::LimitReached);
     }
     record::<D>(tx, ctx, new_stock).await
 }

@@ -12,10 +12,10 @@
 //! so PostgreSQL's commit rate is the ceiling (`db-group` sells many
 //! buyers per commit).
 
-use super::{Outcome, Strategy};
+use super::Strategy;
 use crate::backends::failure::BackendError;
 use crate::model::info::{self, Info};
-use crate::model::seam::BuyCtx;
+use crate::model::seam::{BuyCtx, Outcome};
 
 /// The conditional-update strategy.
 pub struct DbAtomic;
@@ -26,6 +26,6 @@ impl Strategy for DbAtomic {
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-        Ok(ctx.rows()?.atomic(ctx).await?.into())
+        ctx.rows()?.atomic(ctx).await
     }
 }

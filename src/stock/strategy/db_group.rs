@@ -19,7 +19,7 @@ use crate::backends::failure::{AtCommit, BackendError};
 use crate::model::info::{self, Info};
 use crate::model::order::Order;
 use crate::model::product::Product;
-use crate::model::seam::Written;
+use crate::model::seam::Outcome;
 
 /// One call sells to the whole group.
 const SELL_GROUP_SQL: &str = "SELECT verdict, stock_left FROM \
@@ -39,7 +39,7 @@ impl SellsGroup for DbGroup {
         backends: &Backends,
         product: &Product,
         orders: &[Order],
-    ) -> Result<Vec<Written>, BackendError> {
+    ) -> Result<Vec<Outcome>, BackendError> {
         let ids: Vec<uuid::Uuid> = orders.iter().map(|o| o.order_id).collect();
         let users: Vec<&str> = orders.iter().map(|o| o.user_id.as_str()).collect();
         let first = orders
@@ -57,7 +57,7 @@ impl SellsGroup for DbGroup {
             .await
             .at_commit()?;
         rows.into_iter()
-            .map(|(code, left)| Written::from_reply(&[code.into(), left.unwrap_or_default()]))
+            .map(|(code, left)| Outcome::from_reply(&[code.into(), left.unwrap_or_default()]))
             .collect()
     }
 }

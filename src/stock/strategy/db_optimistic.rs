@@ -8,11 +8,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Outcome, Strategy};
+use super::Strategy;
 use crate::backends::failure::BackendError;
 use crate::model::backoff;
 use crate::model::info::{self, Info};
-use crate::model::seam::BuyCtx;
+use crate::model::seam::{BuyCtx, Outcome};
 
 /// The optimistic-version strategy.
 pub struct DbOptimistic;
@@ -32,8 +32,8 @@ impl Strategy for DbOptimistic {
                 return Ok(Outcome::SoldOut);
             }
             ctx.work().await;
-            if let Some(written) = rows.compare_and_set(ctx, version).await? {
-                return Ok(written.into());
+            if let Some(outcome) = rows.compare_and_set(ctx, version).await? {
+                return Ok(outcome);
             }
             // Somebody wrote since our read. Retries are bounded by count;
             // each pause is a few ms of jitter so the losers do not

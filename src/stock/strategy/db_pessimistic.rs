@@ -5,10 +5,10 @@
 //! holding a connection and a transaction open for the whole section, so
 //! the pool and the row are the ceiling.
 
-use super::{Outcome, Strategy};
+use super::Strategy;
 use crate::backends::failure::BackendError;
 use crate::model::info::{self, Info};
-use crate::model::seam::BuyCtx;
+use crate::model::seam::{BuyCtx, Outcome};
 use crate::stock::limit;
 
 /// The row-locking strategy.
@@ -24,6 +24,6 @@ impl Strategy for DbPessimistic {
         if limit::already_reached(ctx).await? {
             return Ok(Outcome::LimitReached);
         }
-        Ok(ctx.rows()?.pessimistic(ctx).await?.into())
+        ctx.rows()?.pessimistic(ctx).await
     }
 }

@@ -22,11 +22,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Outcome, Strategy};
+use super::Strategy;
 use crate::backends::failure::BackendError;
 use crate::model::backoff;
 use crate::model::info::{self, Info};
-use crate::model::seam::BuyCtx;
+use crate::model::seam::{BuyCtx, Outcome};
 
 /// The transaction-only strategy.
 pub struct DbTransaction;
@@ -39,8 +39,8 @@ impl Strategy for DbTransaction {
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let rows = ctx.rows()?;
         for attempt in 0..=ctx.product.settings.max_retries {
-            if let Some(written) = rows.transaction(ctx).await? {
-                return Ok(written.into());
+            if let Some(outcome) = rows.transaction(ctx).await? {
+                return Ok(outcome);
             }
             // A serialization failure: nothing was written; run it again
             // from a new snapshot.

@@ -24,14 +24,13 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::{Outcome, Strategy};
+use super::Strategy;
 use crate::backends::Backends;
 use crate::backends::failure::BackendError;
 use crate::model::info::Info;
 use crate::model::order::Order;
 use crate::model::product::Product;
-use crate::model::seam::BuyCtx;
-use crate::model::seam::Written;
+use crate::model::seam::{BuyCtx, Outcome};
 use crate::model::telemetry;
 
 /// Most buyers in one group: bounds a step's arguments (a PostgreSQL
@@ -51,7 +50,7 @@ pub trait SellsGroup: Send + Sync + 'static {
         backends: &Backends,
         product: &Product,
         orders: &[Order],
-    ) -> impl Future<Output = Result<Vec<Written>, BackendError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Outcome>, BackendError>> + Send;
 }
 
 /// A group-commit strategy: its step behind the queues.
@@ -70,11 +69,11 @@ impl<S: SellsGroup> Strategy for Grouped<S> {
     }
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
-        let written = self
+        let outcome = self
             .0
             .sell(ctx.backends, ctx.product, ctx.order.clone())
             .await?;
-        Ok(written.into())
+        Ok(outcome)
     }
 }
 
@@ -98,7 +97,7 @@ struct Waiter {
 }
 
 /// Where one buyer's verdict goes.
-type Answer = oneshot::Sender<Result<Written, BackendError>>;
+type Answer = oneshot::Sender<Result<Outcome, BackendError>>;
 
 impl<S: SellsGroup> Groups<S> {
     fn new(seller: S) -> Self {
@@ -119,7 +118,7 @@ impl<S: SellsGroup> Groups<S> {
         backends: &Backends,
         product: &Product,
         order: Order,
-    ) -> Result<Written, BackendError> {
+    ) -> Result<Outcome, BackendError> {
         let (answer, verdict) = oneshot::channel();
         let key = (product.id, product.epoch);
         let start = {
@@ -173,7 +172,7 @@ impl<S: SellsGroup> Groups<S> {
 /// Hands each buyer its verdict, or its copy of the group's failure. A
 /// step that answered for the wrong number of buyers is a bug, reported
 /// to all of them rather than guessed around.
-fn deliver(answers: Vec<Answer>, verdicts: Result<Vec<Written>, BackendError>) {
+fn deliver(answers: Vec<Answer>, verdicts: Result<Vec<Outcome>, BackendError>) {
     let verdicts = verdicts.and_then(|v| {
         if v.len() == answers.len() {
             Ok(v)

@@ -6,13 +6,13 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use super::{Outcome, Strategy, section};
+use super::{Strategy, section};
 use crate::backends::failure::BackendError;
 use crate::backends::{Backends, Footprint};
 use crate::model::info::Info;
 use crate::model::order::Order;
 use crate::model::product::Product;
-use crate::model::seam::{BuyCtx, Mark};
+use crate::model::seam::{BuyCtx, Mark, Outcome};
 use crate::model::telemetry;
 use crate::stock::limit;
 use crate::stock::lock::{Lock, Reading, Waiting};

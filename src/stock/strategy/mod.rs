@@ -35,7 +35,6 @@ pub mod segmented;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 
@@ -44,67 +43,10 @@ use crate::backends::{Backends, Footprint};
 use crate::model::info::Info;
 use crate::model::order::Order;
 use crate::model::product::{Product, StoreKind};
-use crate::model::seam::{BuyCtx, Mark, Store, Written};
+use crate::model::seam::{BuyCtx, Mark, Outcome, Store};
 use crate::stock::lock::Reading;
 use crate::stock::store::registry;
 pub use catalogue::Catalogue;
-
-/// The result of one buy attempt that did not fail in a backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The order was recorded.
-    Sold {
-        /// The stock right after this sale, where the strategy knows it
-        /// (the buyer's unit number, told to the buyer).
-        left: Option<i64>,
-    },
-    /// No stock left.
-    SoldOut,
-    /// The buyer already holds `per_user_limit` units; nothing was sold.
-    LimitReached,
-    /// Gave up (lock not acquired in time, retries exhausted, product reset
-    /// mid-buy); the client may retry after `retry_after`.
-    Busy {
-        /// Why, for the error message.
-        reason: &'static str,
-        /// The hint sent as `Retry-After`.
-        retry_after: Duration,
-    },
-}
-
-impl Outcome {
-    /// A `busy` outcome with a one-second retry hint.
-    pub fn busy(reason: &'static str) -> Self {
-        Self::Busy {
-            reason,
-            retry_after: Duration::from_secs(1),
-        }
-    }
-
-    /// The outcome's name in metrics and logs.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Self::Sold { .. } => "sold",
-            Self::SoldOut => "sold_out",
-            Self::LimitReached => "limit_reached",
-            Self::Busy { .. } => "busy",
-        }
-    }
-}
-
-/// What a store's answer means to the buyer: one mapping for every
-/// strategy that writes through a store or a selling script.
-impl From<Written> for Outcome {
-    fn from(written: Written) -> Self {
-        match written {
-            Written::Sold { left } => Self::Sold { left },
-            Written::SoldOut => Self::SoldOut,
-            Written::LimitReached => Self::LimitReached,
-            Written::Reset => Self::busy("the product was reset during the buy"),
-            Written::Fenced => Self::busy("fenced: a newer lock holder has touched the stock"),
-        }
-    }
-}
 
 /// A way to sell one unit.
 pub trait Strategy: Send + Sync {

@@ -4,10 +4,10 @@
 //! Known failure: any two concurrent buyers can read the same stock and
 //! both sell, so it oversells under any concurrency.
 
-use super::{Outcome, Strategy, section};
+use super::{Strategy, section};
 use crate::backends::failure::BackendError;
 use crate::model::info::{self, Info};
-use crate::model::seam::BuyCtx;
+use crate::model::seam::{BuyCtx, Outcome};
 
 /// No lock: the shared critical section, unguarded.
 pub struct Naive;

@@ -23,7 +23,7 @@ use crate::backends::failure::BackendError;
 use crate::model::info::{self, Info};
 use crate::model::order::Order;
 use crate::model::product::Product;
-use crate::model::seam::Written;
+use crate::model::seam::Outcome;
 use crate::stock::store::script;
 
 /// The reset checked once; then, buyer by buyer in arrival order, the
@@ -71,7 +71,7 @@ impl SellsGroup for RedisGroup {
         backends: &Backends,
         product: &Product,
         orders: &[Order],
-    ) -> Result<Vec<Written>, BackendError> {
+    ) -> Result<Vec<Outcome>, BackendError> {
         let lane = backends.lane.get().await?;
         let sold = script::run_group(&SELL_GROUP, &mut lane.conn.clone(), product, orders).await;
         lane.checked(sold)

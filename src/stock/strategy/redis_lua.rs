@@ -13,11 +13,11 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::{Outcome, Strategy};
+use super::Strategy;
 use crate::backends::failure::BackendError;
 use crate::model::info::{self, Info};
 use crate::model::product::keys::RedisCell;
-use crate::model::seam::BuyCtx;
+use crate::model::seam::{BuyCtx, Outcome};
 use crate::stock::store::script;
 
 /// Check the reset, the stock and the buyer's limit, then decrement and
@@ -48,6 +48,6 @@ impl Strategy for RedisLua {
 
     async fn buy(&self, ctx: &BuyCtx<'_>) -> Result<Outcome, BackendError> {
         let cell = RedisCell::home(ctx.product);
-        Ok(script::run(&BUY, ctx, &cell, None, None).await?.into())
+        script::run(&BUY, ctx, &cell, None, None).await
     }
 }

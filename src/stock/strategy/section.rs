@@ -1,6 +1,6 @@
 //! The critical section every locked strategy shares: read the stock, check
 //! it, do `work_ms` of simulated business work, write `stock - 1` and record
-//! the order. Written once so that the locks differ only in how they lock,
+//! the order. Outcome once so that the locks differ only in how they lock,
 //! and on the product's store, so that they differ in nothing else.
 
 use super::Outcome;
@@ -20,5 +20,5 @@ pub async fn run(
         return Ok(Outcome::SoldOut);
     }
     ctx.work().await;
-    Ok(ctx.store.write(ctx, cell, stock - 1, fence).await?.into())
+    ctx.store.write(ctx, cell, stock - 1, fence).await
 }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::{Outcome, Strategy, locked};
+use super::{Strategy, locked};
 use crate::backends::Footprint;
 use crate::backends::failure::BackendError;
 use crate::backends::lease::{release_key, try_set};
@@ -36,7 +36,7 @@ use crate::model::order::Order;
 use crate::model::product::keys::Place;
 use crate::model::product::keys::RedisCell;
 use crate::model::product::{Product, keys};
-use crate::model::seam::{BuyCtx, Mark, Store};
+use crate::model::seam::{BuyCtx, Mark, Outcome, Store};
 use crate::stock::limit;
 use crate::stock::lock::{Acquired, Lock, Token, Waiting};
 use crate::stock::store::redis_store::RedisStore;
