@@ -15,6 +15,11 @@
 # exists already (another engine runs here), engine_start refuses rather
 # than disturb it.
 
+# Points docker at the engine under $1 (one engine_start made).
+engine_use() {
+  export DOCKER_HOST="unix://$1/docker.sock" DOCKER_CONFIG="$1/config"
+}
+
 engine_start() {
   local dir=$1
   if ip link show docker0 >/dev/null 2>&1; then
@@ -25,7 +30,7 @@ engine_start() {
   ln -sf "$(bash scripts/compose-plugin.sh --path)" "$dir/config/cli-plugins/docker-compose"
   dockerd --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$dir/dockerd.pid" \
     -H "unix://$dir/docker.sock" >"$dir/dockerd.log" 2>&1 &
-  export DOCKER_HOST="unix://$dir/docker.sock" DOCKER_CONFIG="$dir/config"
+  engine_use "$dir"
   local i
   for i in $(seq 1 100); do
     docker version >/dev/null 2>&1 && break
