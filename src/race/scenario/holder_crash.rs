@@ -38,7 +38,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         let mut products = Vec::new();
         for (strategy, expect) in under {
             let product = ctx.product();
-            reset(&b, product, strategy, 5, settings.clone()).await?;
+            reset(&b, product, strategy, 5, settings).await?;
             products.push((product, expect));
         }
         let started = Instant::now();
