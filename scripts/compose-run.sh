@@ -16,15 +16,9 @@ cd "$(dirname "$0")/.."
 command -v dockerd >/dev/null || { echo "dockerd not found: scripts/deps.sh installs docker.io" >&2; exit 1; }
 bash scripts/compose-plugin.sh --install >/dev/null
 source scripts/docker-engine.sh
-if [ -n "${SECKILL_ENGINE_DIR:-}" ]; then
-  # scripts/test.sh's engine, started (and stopped) by it, whose images
-  # were made while the crate compiled.
-  engine_use "$SECKILL_ENGINE_DIR"
-else
-  work=$(mktemp -d /tmp/seckill-engine.XXXXXX)
-  trap 'engine_stop "$work"' EXIT
-  engine_start "$work"
-fi
+work=$(mktemp -d /tmp/seckill-engine.XXXXXX)
+trap 'engine_stop "$work"' EXIT
+engine_start "$work"
 
 start=$SECONDS
 bash scripts/standins.sh

@@ -7,10 +7,7 @@
 # ~/.docker are never used or touched.
 #
 #   source scripts/docker-engine.sh
-#   engine_start DIR [NICE]  # starts dockerd (with NICE: at that CPU
-#                            # niceness and the idle I/O class, it and
-#                            # every build and container it runs), exports
-#                            # DOCKER_HOST and DOCKER_CONFIG
+#   engine_start DIR     # starts dockerd, exports DOCKER_HOST and DOCKER_CONFIG
 #   engine_stop DIR      # stops it (by the PID it wrote) and removes DIR
 #
 # The engine uses the default bridge (docker0) and its own iptables rules,
@@ -18,23 +15,17 @@
 # exists already (another engine runs here), engine_start refuses rather
 # than disturb it.
 
-# Points docker at the engine under $1 (one engine_start made).
-engine_use() {
-  export DOCKER_HOST="unix://$1/docker.sock" DOCKER_CONFIG="$1/config"
-}
-
 engine_start() {
-  local dir=$1 nice=${2:-} under=()
-  [ -z "$nice" ] || under=(nice -n "$nice" ionice -c 3)
+  local dir=$1
   if ip link show docker0 >/dev/null 2>&1; then
     echo "docker0 exists: another Docker engine runs on this host; the compose run starts its own engine and will not share the bridge with it" >&2
     return 1
   fi
   mkdir -p "$dir/data" "$dir/exec" "$dir/config/cli-plugins"
   ln -sf "$(bash scripts/compose-plugin.sh --path)" "$dir/config/cli-plugins/docker-compose"
-  "${under[@]}" dockerd --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$dir/dockerd.pid" \
+  dockerd --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$dir/dockerd.pid" \
     -H "unix://$dir/docker.sock" >"$dir/dockerd.log" 2>&1 &
-  engine_use "$dir"
+  export DOCKER_HOST="unix://$dir/docker.sock" DOCKER_CONFIG="$dir/config"
   local i
   for i in $(seq 1 100); do
     docker version >/dev/null 2>&1 && break
