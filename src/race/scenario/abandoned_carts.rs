@@ -35,34 +35,41 @@ const LIMIT: Duration = Duration::from_secs(30);
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
         let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
-        let mut rows = Vec::new();
+        let mut carts = Vec::new();
         for giveback in [Giveback::StateMachine, Giveback::DelayQueue] {
             for (strategy, store) in SELLERS {
                 let product = ctx.product();
                 let settings = holding(store, giveback, PAY_WITHIN_MS, 0);
                 reset(&gateway, product, strategy, UNITS, settings).await?;
-                let started = Instant::now();
-                let (attempts, all_paid) = shop(&gateway, product).await?;
-                let race = LifeRace {
-                    scenario: Scenario::AbandonedCarts,
-                    variant: variant(strategy, store, giveback),
-                    expected: "every unit paid in the end, none oversold or stranded",
-                    product,
-                    attempts: &attempts,
-                    started,
-                    all_paid_ms: all_paid.map(|d| d.as_millis() as u64),
-                };
-                rows.push(
-                    ctx.life_row(&gateway, race, |row, life| {
-                        row.oversold == 0
-                            && life.paid == UNITS
-                            && life.stranded == 0
-                            && life.drift == 0
-                            && all_paid.is_some()
-                    })
-                    .await?,
-                );
+                carts.push((product, variant(strategy, store, giveback)));
             }
+        }
+        // Every product's shoppers at once: each product cycles on its own
+        // (its holds, its reaper's give-backs), none waits for another.
+        let started = Instant::now();
+        let shops = carts.iter().map(|(product, _)| shop(&gateway, *product));
+        let shopped = futures::future::try_join_all(shops).await?;
+        let mut rows = Vec::new();
+        for ((product, variant), (attempts, all_paid)) in carts.into_iter().zip(shopped) {
+            let race = LifeRace {
+                scenario: Scenario::AbandonedCarts,
+                variant,
+                expected: "every unit paid in the end, none oversold or stranded",
+                product,
+                attempts: &attempts,
+                started,
+                all_paid_ms: all_paid.map(|d| d.as_millis() as u64),
+            };
+            rows.push(
+                ctx.life_row(&gateway, race, |row, life| {
+                    row.oversold == 0
+                        && life.paid == UNITS
+                        && life.stranded == 0
+                        && life.drift == 0
+                        && all_paid.is_some()
+                })
+                .await?,
+            );
         }
         Ok(rows)
     })
