@@ -55,27 +55,38 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         .map(|info| info.id)
         .collect();
     ctx.with_lab(LabArgs::with_instances(2), async |ctx, lab| {
-        let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 16)?;
+        let gateway = Gateway::new(&lab.info.gateway_url, &lab.info.admin_token, 64)?;
         let mut rows = Vec::new();
         for (variant, signal) in VARIANTS {
+            // Every strategy at once, each on its own product: one outage
+            // strikes every sale in the middle of its arrivals.
+            let mut products = Vec::new();
             for strategy in &strategies {
                 let product = ctx.product();
                 reset(&gateway, product, strategy, STOCK, Settings::default()).await?;
-                let started = Instant::now();
-                let during = tokio::spawn({
+                products.push(product);
+            }
+            let started = Instant::now();
+            let during: Vec<_> = products
+                .iter()
+                .map(|&product| {
                     let gateway = gateway.clone();
-                    async move { fire(&gateway, product, "during", DURING, 8, Some(PACE)).await }
-                });
-                tokio::time::sleep(STRIKE_AFTER).await;
-                eprintln!("  {strategy}: PostgreSQL {variant}");
-                match signal {
-                    // The postmaster's own immediate shutdown: it tells
-                    // its backends to quit at once and exits.
-                    Signal::SIGQUIT => lab.signal("postgres", signal)?,
-                    _ => lab.signal_tree("postgres", signal)?,
-                }
-                tokio::time::sleep(DOWN_FOR).await;
-                lab.restart("postgres").await?;
+                    tokio::spawn(async move {
+                        fire(&gateway, product, "during", DURING, 8, Some(PACE)).await
+                    })
+                })
+                .collect();
+            tokio::time::sleep(STRIKE_AFTER).await;
+            eprintln!("  PostgreSQL {variant}");
+            match signal {
+                // The postmaster's own immediate shutdown: it tells its
+                // backends to quit at once and exits.
+                Signal::SIGQUIT => lab.signal("postgres", signal)?,
+                _ => lab.signal_tree("postgres", signal)?,
+            }
+            tokio::time::sleep(DOWN_FOR).await;
+            lab.restart("postgres").await?;
+            for (product, during) in products.into_iter().zip(during) {
                 let mut attempts = during.await?;
                 attempts.extend(fire(&gateway, product, "after", AFTER, 8, None).await);
                 let row = ctx
