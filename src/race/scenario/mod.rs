@@ -201,7 +201,35 @@ impl Ctx {
 
     /// A race on `target` shaped by `case`, judged by its expectation.
     async fn race(&mut self, target: &Gateway, case: Case<'_>) -> anyhow::Result<ScenarioRow> {
-        let spec = RaceSpec {
+        let spec = self.spec(&case);
+        let row = race(target, &spec, &self.audit).await?;
+        Ok(judge(row, case.scenario, case.variant, case.expect))
+    }
+
+    /// Several races at once, each on a product of its own: for races
+    /// that mostly wait (paced arrivals, no lock to spin on), whose
+    /// verdicts do not depend on the machine being idle.
+    async fn races_at_once(
+        &mut self,
+        cases: Vec<(&Gateway, Case<'_>)>,
+    ) -> anyhow::Result<Vec<ScenarioRow>> {
+        let specs: Vec<RaceSpec> = cases.iter().map(|(_, case)| self.spec(case)).collect();
+        let audit = &self.audit;
+        let raced = cases
+            .iter()
+            .zip(&specs)
+            .map(|((target, _), spec)| race(target, spec, audit));
+        let rows = futures::future::try_join_all(raced).await?;
+        Ok(rows
+            .into_iter()
+            .zip(cases)
+            .map(|(row, (_, case))| judge(row, case.scenario, case.variant, case.expect))
+            .collect())
+    }
+
+    /// `case` as the driver races it, on a fresh product.
+    fn spec(&mut self, case: &Case<'_>) -> RaceSpec {
+        RaceSpec {
             product_id: self.product(),
             strategy: case.strategy.to_owned(),
             stock: case.stock,
@@ -211,9 +239,7 @@ impl Ctx {
             settings: case.settings,
             reserving: 0,
             payer: None,
-        };
-        let row = race(target, &spec, &self.audit).await?;
-        Ok(judge(row, case.scenario, case.variant, case.expect))
+        }
     }
 }
 
