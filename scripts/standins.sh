@@ -7,6 +7,7 @@
 # Dockerfile saying what of the official image it emulates and what not;
 # docs/running.md#images-without-a-registry lists them). On a machine that
 # reaches the registries the real images are pulled and nothing is built.
+# Usage: standins.sh [IMAGE...] (only those images; every one by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,13 +28,16 @@ declare -A standin=(
 # Grafana has no Debian package: the compose run leaves it out.
 skip=grafana/grafana
 
-# The base first: every other stand-in is built FROM it.
+# The images named as arguments, or else every one; the base first: every
+# other stand-in is built FROM it.
 images=$(
-  {
+  if (($#)); then
+    printf '%s\n' "$@"
+  else
     grep -E '^FROM ' Dockerfile | awk '{print $2}'
     SECKILL_ADMIN_TOKEN=images-only docker compose -f docker-compose.yml \
       --profile cluster --profile jmeter --profile observe config --images
-  } | grep -v '^seckill:' | sort -u |
+  fi | grep -v '^seckill:' | sort -u |
     awk '$0 == "debian:bookworm-slim" {print; next} {rest = rest $0 "\n"} END {printf "%s", rest}'
 )
 

@@ -84,12 +84,11 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
         };
         let found = ctx
             .with_lab(topology, async |ctx, lab| {
-                let mut rows = Vec::new();
-                for strategy in &strategies {
-                    let crash = crash_mid_sale(ctx, lab, strategy, variant, Some(delay)).await?;
-                    rows.push(crash.judged(Scenario::SlowDisk, variant, loss));
-                }
-                Ok(rows)
+                let crashes = crash_mid_sale(ctx, lab, &strategies, variant, Some(delay)).await?;
+                Ok(crashes
+                    .into_iter()
+                    .map(|crash| crash.judged(Scenario::SlowDisk, variant, loss))
+                    .collect::<Vec<_>>())
             })
             .await?;
         rows.extend(found);
