@@ -12,8 +12,10 @@
 //! `Blackhole` is a partition (requests time out, nothing errors), `Cut` is
 //! a reset (every call fails at once).
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -46,6 +48,22 @@ pub enum Mode {
     /// as it is accepted: a crashed peer or a firewall's reject. Clients
     /// fail at once and reconnect once the mode is back to `Pass`.
     Cut,
+    /// Forward bytes both ways, each chunk `d` after it was read: a
+    /// request and its reply take `2d` longer, however many are in
+    /// flight (a slow network, or the round trip of a backend farther
+    /// away). Chunks keep their order; what is in flight when the mode
+    /// changes is written when its new delay says.
+    Delay(Duration),
+}
+
+impl Mode {
+    /// How long a chunk waits in the proxy.
+    fn delay(self) -> Duration {
+        match self {
+            Self::Delay(d) => d,
+            _ => Duration::ZERO,
+        }
+    }
 }
 
 /// A running proxy from a free loopback port to one upstream address.
@@ -180,11 +198,12 @@ async fn forward(
     let (mut server_read, mut server_write) = server.split();
     let (mut requests, mut replies) = (Pipe::new(), Pipe::new());
     loop {
+        let delay = mode.borrow().delay();
         tokio::select! {
             copied = async {
                 tokio::try_join!(
-                    requests.copy(&mut client_read, &mut server_write),
-                    replies.copy(&mut server_read, &mut client_write),
+                    requests.copy(&mut client_read, &mut server_write, delay),
+                    replies.copy(&mut server_read, &mut client_write, delay),
                 )
             } => {
                 copied?;
@@ -196,53 +215,105 @@ async fn forward(
     }
 }
 
-/// One direction of a connection, with the bytes read from one side and
-/// not yet written to the other: kept here, outside the copying future, so
-/// that cancelling the copy loses nothing.
+/// One direction of a connection: the chunks read from one side and not
+/// yet written to the other, each with when it was read. Kept here,
+/// outside the copying future, so that cancelling the copy loses nothing.
 struct Pipe {
-    /// Bytes in flight are `buffer[start..end]`.
-    buffer: Box<[u8]>,
-    /// The first byte not yet written.
-    start: usize,
-    /// The end of what was read.
-    end: usize,
-    /// The end of the stream has been read and passed on (a half-close).
+    /// What was read and not written yet, oldest first.
+    chunks: VecDeque<Chunk>,
+    /// Bytes in `chunks`: reading stops above [`HELD_MAX`].
+    held: usize,
+    /// The end of the stream has been read.
+    ended: bool,
+    /// ... and passed on (a half-close).
     closed: bool,
+    /// Where a read lands before it becomes a chunk.
+    scratch: Box<[u8]>,
+}
+
+/// Bytes read and held for a delayed write, at most, per direction.
+const HELD_MAX: usize = 1 << 20;
+
+/// Bytes read at once, and when.
+struct Chunk {
+    read_at: Instant,
+    bytes: Vec<u8>,
+    /// How many of them are written already.
+    written: usize,
 }
 
 impl Pipe {
     fn new() -> Self {
         Self {
-            buffer: vec![0; 16 * 1024].into_boxed_slice(),
-            start: 0,
-            end: 0,
+            chunks: VecDeque::new(),
+            held: 0,
+            ended: false,
             closed: false,
+            scratch: vec![0; 16 * 1024].into_boxed_slice(),
         }
     }
 
     /// Copies until the end of the stream, which it passes on as a
-    /// half-close. Cancel-safe: each await is one read or one write (both
-    /// cancel-safe), recorded in `self` before the next.
-    async fn copy(&mut self, from: &mut ReadHalf<'_>, to: &mut WriteHalf<'_>) -> io::Result<()> {
+    /// half-close, writing each chunk `delay` after it was read while
+    /// reading on (a delay line: the link is slower, not narrower).
+    /// Cancel-safe: each await is one read, one write or a sleep, and what
+    /// a read or a write did is recorded in `self` before the next.
+    async fn copy(
+        &mut self,
+        from: &mut ReadHalf<'_>,
+        to: &mut WriteHalf<'_>,
+        delay: Duration,
+    ) -> io::Result<()> {
         loop {
-            if self.start == self.end {
-                if self.closed {
-                    return Ok(());
-                }
-                let read = from.read(&mut self.buffer).await?;
-                if read == 0 {
+            let due = self.chunks.front().map(|c| c.read_at + delay);
+            if due.is_none() && self.ended {
+                if !self.closed {
                     to.shutdown().await?;
                     self.closed = true;
-                    return Ok(());
                 }
-                (self.start, self.end) = (0, read);
+                return Ok(());
             }
-            let written = to.write(&self.buffer[self.start..self.end]).await?;
-            if written == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
+            let reading = !self.ended && self.held < HELD_MAX;
+            tokio::select! {
+                biased;
+                () = sleep_until(due), if due.is_some() => self.write_front(to).await?,
+                read = from.read(&mut self.scratch), if reading => match read? {
+                    0 => self.ended = true,
+                    n => {
+                        self.held += n;
+                        self.chunks.push_back(Chunk {
+                            read_at: Instant::now(),
+                            bytes: self.scratch[..n].to_vec(),
+                            written: 0,
+                        });
+                    }
+                },
             }
-            self.start += written;
         }
+    }
+
+    /// One write of the oldest chunk.
+    async fn write_front(&mut self, to: &mut WriteHalf<'_>) -> io::Result<()> {
+        let Some(chunk) = self.chunks.front_mut() else {
+            return Ok(());
+        };
+        let written = to.write(&chunk.bytes[chunk.written..]).await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        chunk.written += written;
+        if chunk.written == chunk.bytes.len() {
+            self.held -= chunk.bytes.len();
+            self.chunks.pop_front();
+        }
+        Ok(())
+    }
+}
+
+/// Sleeps until `due` (now, without one).
+async fn sleep_until(due: Option<Instant>) {
+    if let Some(due) = due {
+        tokio::time::sleep_until(due.into()).await;
     }
 }
 
@@ -343,6 +414,47 @@ mod tests {
         let mut new = connect(&proxy).await.expect("connects in Pass again");
         assert_eq!(ping(&mut new).await.expect("PING in Pass again"), "PONG");
 
+        proxy.stop().await;
+        redis.stop(Duration::from_secs(5)).await;
+    }
+
+    /// A delayed link adds its delay to each round trip both ways, and
+    /// is a delay line, not a queue: a hundred requests in flight at once
+    /// come back together, one round trip later, not one after another.
+    #[tokio::test]
+    async fn a_delayed_link_is_slower_not_narrower() {
+        const DELAY: Duration = Duration::from_millis(100);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (redis, upstream) = redis_server(dir.path()).await;
+        let proxy = Proxy::start(upstream).await.expect("proxy starts");
+        proxy.set(Mode::Delay(DELAY));
+        let config = AsyncConnectionConfig::new().set_response_timeout(Some(DELAY * 20));
+        let client = redis::Client::open(format!("redis://{}", proxy.addr())).expect("url");
+        let mut slow = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .expect("connects through the delay");
+        let started = Instant::now();
+        assert_eq!(ping(&mut slow).await.expect("PING"), "PONG");
+        let one = started.elapsed();
+        assert!(
+            one >= DELAY * 2,
+            "a round trip takes 2 × the delay: {one:?}"
+        );
+        let started = Instant::now();
+        let pings = (0..100).map(|_| {
+            let mut conn = slow.clone();
+            async move { ping(&mut conn).await }
+        });
+        for pong in futures::future::join_all(pings).await {
+            assert_eq!(pong.expect("PING"), "PONG");
+        }
+        let hundred = started.elapsed();
+        // One after another, they would take 100 round trips (20 s).
+        assert!(
+            hundred < DELAY * 20,
+            "100 in flight take about one round trip: {hundred:?}"
+        );
         proxy.stop().await;
         redis.stop(Duration::from_secs(5)).await;
     }

@@ -9,7 +9,10 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use metrics::{Counter, Histogram, counter, describe_counter, describe_histogram, histogram};
+use metrics::{
+    Counter, Gauge, Histogram, counter, describe_counter, describe_gauge, describe_histogram,
+    gauge, histogram,
+};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Buy attempts by strategy and outcome.
@@ -37,6 +40,17 @@ pub const GROUP_WAIT: &str = "seckill_group_wait_seconds";
 /// Requests the instance turned away before any strategy ran, by reason
 /// (`rate_limited`, `buyer_rate_limited`, `overloaded`, `timeout`).
 pub const REJECTED: &str = "seckill_rejected_total";
+
+/// A backend path's adaptive concurrency limit now, by path
+/// (`strategy@store`).
+pub const ADAPTIVE_LIMIT: &str = "seckill_adaptive_limit";
+/// Buys in flight on a backend path now, by path.
+pub const PATH_IN_FLIGHT: &str = "seckill_path_in_flight";
+/// A backend path's circuit breaker: 0 closed, 1 open, 2 half-open.
+pub const BREAKER_STATE: &str = "seckill_breaker_state";
+/// Buys a path's guards answered `busy` at once, by path and by which
+/// guard (`limit`, `breaker`).
+pub const SHED: &str = "seckill_shed_total";
 
 /// An order's life after the sale, by event: `paid`, `late_payment` (a
 /// payment told `expired`), `cancelled`, `given_back` (units back on sale).
@@ -120,6 +134,19 @@ fn describe() {
         "Age of an order when the writer stored it."
     );
     describe_counter!(REJECTED, "Requests turned away before any strategy ran.");
+    describe_gauge!(
+        ADAPTIVE_LIMIT,
+        "A backend path's adaptive concurrency limit."
+    );
+    describe_gauge!(PATH_IN_FLIGHT, "Buys in flight on a backend path.");
+    describe_gauge!(
+        BREAKER_STATE,
+        "A path's circuit breaker: 0 closed, 1 open, 2 half-open."
+    );
+    describe_counter!(
+        SHED,
+        "Buys a path's limit or breaker answered busy at once."
+    );
     for reason in REJECT_REASONS {
         counter!(REJECTED, "reason" => reason).increment(0);
     }
@@ -233,4 +260,52 @@ pub fn order_life(event: &'static str, n: u64) {
 /// A hold expired by a reaper `lag` after its due time.
 pub fn reaper_lag(lag: Duration) {
     histogram!(REAPER_LAG).record(lag.as_secs_f64());
+}
+
+/// One backend path's guard series, resolved when the path is first
+/// bought on (see [`BuyMetrics`] for why handles).
+pub struct GuardMetrics {
+    limit: Gauge,
+    in_flight: Gauge,
+    breaker: Gauge,
+    shed_by_limit: Counter,
+    shed_by_breaker: Counter,
+}
+
+impl GuardMetrics {
+    /// The handles of `path`'s series.
+    pub fn of(path: &str) -> Self {
+        let path = path.to_owned();
+        Self {
+            limit: gauge!(ADAPTIVE_LIMIT, "path" => path.clone()),
+            in_flight: gauge!(PATH_IN_FLIGHT, "path" => path.clone()),
+            breaker: gauge!(BREAKER_STATE, "path" => path.clone()),
+            shed_by_limit: counter!(SHED, "path" => path.clone(), "by" => "limit"),
+            shed_by_breaker: counter!(SHED, "path" => path, "by" => "breaker"),
+        }
+    }
+
+    /// The limit and what is in flight, with the limit on.
+    pub fn limit(&self, now: Option<(usize, usize)>) {
+        if let Some((limit, in_flight)) = now {
+            self.limit.set(limit as f64);
+            self.in_flight.set(in_flight as f64);
+        }
+    }
+
+    /// The breaker's state, as its gauge's number (0 closed, 1 open, 2
+    /// half-open).
+    pub fn breaker(&self, state: f64) {
+        self.breaker.set(state);
+    }
+
+    /// A buy refused by the limit.
+    pub fn shed_by_limit(&self) {
+        self.shed_by_limit.increment(1);
+    }
+
+    /// A buy refused by the open breaker.
+    pub fn shed_by_breaker(&self) {
+        self.shed_by_breaker.increment(1);
+    }
 }

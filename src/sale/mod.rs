@@ -9,6 +9,7 @@
 //! translated once, here, and the HTTP handler only parses the request,
 //! calls it and answers; the live view reads the answer's code.
 
+pub mod guard;
 pub mod hidden;
 pub mod idempotency;
 pub mod live;
@@ -55,6 +56,8 @@ pub struct Shop {
     pub memory: Arc<Memory>,
     /// How long a sale's answer is kept for a retry with its key.
     pub idempotency_ttl: Duration,
+    /// Each backend path's adaptive limit and circuit breaker.
+    pub guards: guard::Guards,
 }
 
 /// One buyer's request to buy one unit, parsed.
@@ -136,6 +139,7 @@ pub async fn buy(
         strategy: product.strategy.clone(),
         served_by: shop.instance.clone(),
     };
+    let permit = shop.guarded(&listed)?;
     let claim = match &purchase.key {
         None => None,
         Some(key) => match shop
@@ -148,9 +152,28 @@ pub async fn buy(
             Claimed::InProgress => return Err(ApiError::busy(KEY_IN_PROGRESS)),
         },
     };
-    shop.sell(listed, lane, order, claim, &purchase.request_id, started)
-        .await
-        .map(Bought::New)
+    let sale = Sale {
+        listed,
+        lane,
+        order,
+        claim,
+        permit,
+        started,
+    };
+    shop.sell(sale, &purchase.request_id).await.map(Bought::New)
+}
+
+/// One admitted sale, handed to [`settle::sell`].
+struct Sale {
+    listed: Arc<Listed>,
+    lane: LaneConn,
+    order: Order,
+    /// The Idempotency-Key's claim, when the request carried one.
+    claim: Option<Claim>,
+    /// The path's guards' hold, given back with the strategy's answer.
+    permit: Option<guard::Permit>,
+    /// When the request arrived.
+    started: Instant,
 }
 
 /// Why a request whose Idempotency-Key another request holds is `busy`.
@@ -278,6 +301,15 @@ impl Shop {
             .ok_or(ApiError::UnknownProduct(purchase.product))
     }
 
+    /// Past the product's path's guards, or answered `busy` at once:
+    /// before the key is claimed, so a refused request leaves nothing
+    /// behind.
+    fn guarded(&self, listed: &Listed) -> Result<Option<guard::Permit>, ApiError> {
+        let work = Duration::from_millis(listed.product.settings.work_ms);
+        let id = listed.strategy.info().id;
+        self.guards.admit(id, listed.store.kind(), work)
+    }
+
     /// Claims `key`, the order's buyer's Idempotency-Key, for `order`.
     async fn claim(
         &self,
@@ -305,24 +337,16 @@ impl Shop {
     /// fields when it is made, even if nothing inside ever logs, and that
     /// was 3% of an instance's CPU per sale in the profile. Its warnings
     /// and errors name the product themselves.
-    async fn sell(
-        self: &Arc<Self>,
-        listed: Arc<Listed>,
-        lane: LaneConn,
-        order: Order,
-        claim: Option<Claim>,
-        request_id: &str,
-        started: Instant,
-    ) -> Result<Sold, ApiError> {
+    async fn sell(self: &Arc<Self>, sale: Sale, request_id: &str) -> Result<Sold, ApiError> {
         let span = tracing::debug_span!(
             "buy",
             request_id = %request_id,
             instance = %self.instance,
-            product = order.product_id,
-            strategy = %listed.product.strategy,
+            product = sale.order.product_id,
+            strategy = %sale.listed.product.strategy,
         );
-        let inline = claim.is_none() && listed.strategy.one_step();
-        let sale = settle::sell(self.clone(), listed, lane, order, claim, started).instrument(span);
+        let inline = sale.claim.is_none() && sale.listed.strategy.one_step();
+        let sale = settle::sell(self.clone(), sale).instrument(span);
         if inline {
             return sale.await;
         }

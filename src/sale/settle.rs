@@ -8,32 +8,24 @@
 //! key to settle has neither, and runs in its request's task.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::Shop;
+use super::{Sale, Shop};
 use crate::backends::conn::RedisConn;
 use crate::backends::failure::BackendError;
-use crate::backends::lane::LaneConn;
 use crate::model::error::ApiError;
-use crate::model::order::Order;
 use crate::model::product::{Product, keys};
 use crate::model::seam::{BuyCtx, Outcome};
-use crate::sale::idempotency::{Claim, Sold};
-use crate::sale::product_store::Listed;
+use crate::sale::idempotency::Sold;
 
 /// How long an unknown outcome's count is kept: a day of looking back.
 const UNKNOWN_COUNT_TTL_SECS: u64 = 86_400;
 
 /// Runs the product's strategy for `order` and settles `claim`. A
 /// sell-out seen here sets the instance's sold-out flag.
-pub async fn sell(
-    shop: Arc<Shop>,
-    listed: Arc<Listed>,
-    lane: LaneConn,
-    order: Order,
-    claim: Option<Claim>,
-    started: Instant,
-) -> Result<Sold, ApiError> {
+pub async fn sell(shop: Arc<Shop>, sale: Sale) -> Result<Sold, ApiError> {
+    let (listed, lane, order, claim) = (sale.listed, sale.lane, sale.order, sale.claim);
+    let started = sale.started;
     let mut redis = lane.conn.clone();
     let product = &listed.product;
     let ctx = BuyCtx {
@@ -45,6 +37,9 @@ pub async fn sell(
         backends: &shop.backends,
     };
     let outcome = lane.checked(listed.strategy.buy(&ctx).await);
+    if let Some(permit) = sale.permit {
+        permit.answered(outcome.is_err());
+    }
     let label = outcome.as_ref().map_or("error", Outcome::label);
     listed.metrics.record(label, started.elapsed());
     tracing::debug!(outcome = label, "buy done");

@@ -23,6 +23,8 @@ use utoipa::ToSchema;
 
 use crate::model::error::{ApiError, Limiter};
 use crate::model::telemetry;
+use crate::sale::guard::Tuning;
+use crate::sale::guard::breaker::Trip;
 
 /// Rate limits and overload protection, from flags or the environment.
 ///
@@ -72,6 +74,34 @@ pub struct EdgeArgs {
     #[arg(long, env = "SECKILL_IDEMPOTENCY_TTL_SECS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idempotency_ttl_secs: u64,
+    /// The adaptive concurrency limit's latency target per backend path: a
+    /// sale answered later than this cuts its path's limit to what the
+    /// path answers within it (see `sale::guard::limit`). Below what
+    /// buyers wait for, above the path's healthy latency.
+    #[arg(long, env = "SECKILL_ADAPTIVE_TARGET_MS", default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub adaptive_target_ms: u64,
+    /// The fewest buys a path's adaptive limit lets in flight.
+    #[arg(long, env = "SECKILL_ADAPTIVE_MIN", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub adaptive_min: u64,
+    /// The circuit breaker: a sale slower than this counts as bad.
+    #[arg(long, env = "SECKILL_BREAKER_SLOW_MS", default_value_t = 10_000)]
+    pub breaker_slow_ms: u64,
+    /// The circuit breaker opens when this share of a window's sales were
+    /// bad (errors, unknown outcomes, slow ones).
+    #[arg(long, env = "SECKILL_BREAKER_RATIO", default_value_t = 0.5)]
+    pub breaker_ratio: f64,
+    /// The sales a window must hold before the breaker may open.
+    #[arg(long, env = "SECKILL_BREAKER_MIN_CALLS", default_value_t = 20)]
+    pub breaker_min_calls: u64,
+    /// How far back the breaker counts.
+    #[arg(long, env = "SECKILL_BREAKER_WINDOW_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(10..))]
+    pub breaker_window_ms: u64,
+    /// How long an open breaker refuses before it lets a probe through.
+    #[arg(long, env = "SECKILL_BREAKER_OPEN_MS", default_value_t = 1_000)]
+    pub breaker_open_ms: u64,
     /// The service's own edge layers switched off, comma-separated; only
     /// to measure what each costs (the bench's figures with one layer
     /// off). None by default.
@@ -83,6 +113,24 @@ impl EdgeArgs {
     /// Whether `layer` runs.
     pub fn on(&self, layer: Layer) -> bool {
         !self.edge_off.contains(&layer)
+    }
+
+    /// The backend paths' guards as these settings tune them.
+    pub fn guards(&self) -> Tuning {
+        Tuning {
+            target: self
+                .on(Layer::Adaptive)
+                .then(|| Duration::from_millis(self.adaptive_target_ms)),
+            floor: usize::try_from(self.adaptive_min).unwrap_or(usize::MAX),
+            ceiling: self.max_in_flight,
+            trip: self.on(Layer::Breaker).then(|| Trip {
+                slow: Duration::from_millis(self.breaker_slow_ms),
+                ratio: self.breaker_ratio,
+                min_calls: self.breaker_min_calls,
+                window: Duration::from_millis(self.breaker_window_ms),
+                open_for: Duration::from_millis(self.breaker_open_ms),
+            }),
+        }
     }
 }
 
@@ -96,6 +144,10 @@ pub enum Layer {
     Shed,
     /// The request timeout.
     Timeout,
+    /// The adaptive concurrency limit per backend path.
+    Adaptive,
+    /// The circuit breaker per backend path.
+    Breaker,
 }
 
 /// An address or a network in CIDR notation.

@@ -17,6 +17,7 @@ use crate::instance::edge::EdgeArgs;
 use crate::model::error::{ApiError, ErrorBody};
 use crate::model::info::Info;
 use crate::model::product::Settings;
+use crate::sale::guard::PathState;
 
 /// The answer of `/healthz` and `/readyz`: which instance answered, so a
 /// check through the gateway shows the round-robin too.
@@ -39,6 +40,9 @@ pub struct Config {
     persistence: Persistence,
     /// Its rate limits and overload protection.
     edge: EdgeArgs,
+    /// Each backend path bought on so far: its adaptive limit, what is in
+    /// flight and its circuit breaker, now.
+    paths: Vec<PathState>,
     /// How it identifies buyers (`header` or `token`).
     buyer_auth: BuyerAuth,
     /// What a reset leaves unset takes these.
@@ -134,6 +138,7 @@ pub async fn config(State(app): State<AppState>) -> Json<Config> {
         instance: app.shop().instance.clone(),
         persistence: crate::backends::persistence::read(app.backends()).await,
         edge: app.inner.edge.clone(),
+        paths: app.shop().guards.paths(),
         buyer_auth: app.identify().mode(),
         product_defaults: Settings::default(),
         strategies: app.catalogue().ids(),

@@ -40,6 +40,7 @@ use crate::instance::edge::buyers::BuyerBucket;
 use crate::instance::edge::{ClientIp, EdgeArgs, Layer};
 use crate::model::error::ApiError;
 use crate::sale::Shop;
+use crate::sale::guard::Guards;
 use crate::sale::memory::Memory;
 use crate::sale::reservation::Reservations;
 use crate::stock::strategy::Catalogue;
@@ -95,6 +96,7 @@ impl AppState {
             reservations,
             memory,
             idempotency_ttl: Duration::from_secs(edge.idempotency_ttl_secs),
+            guards: Guards::new(edge.guards()),
         };
         Self {
             inner: Arc::new(Inner {
