@@ -17,7 +17,8 @@
 //!   MySQL), the per-buyer limit, the strategies and their catalogue.
 //! - [`sale`]: one buy as a use case — admission (window, reservation,
 //!   hidden path), the sold-out memory, waves, idempotency, the sale's
-//!   task, the product store, where counters live, the live view's counts.
+//!   task, the product store, where counters live, the live view's counts,
+//!   each backend path's guards (an adaptive limit, a circuit breaker).
 //! - [`orders`]: after the sale — the stream writer, the ledger, an
 //!   order's life (holds, give-back, reconciliation).
 //! - [`instance`]: one running instance — serve, the HTTP routes, the

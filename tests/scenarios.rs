@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use seckill::model::info::{Expect, Hazard};
 use seckill::model::product::StoreKind;
 use seckill::race::scenario::{
-    HOT_MIN, LOCK_AND_STORE, LOCK_ONLY, MIN_SPEEDUP, SPREAD_MAX, ScenarioRow,
+    GOODPUT_MIN, HOT_MIN, LOCK_AND_STORE, LOCK_ONLY, MIN_SPEEDUP, PATIENCE, SPREAD_MAX, ScenarioRow,
 };
 use seckill::stock::strategy::Catalogue;
 
@@ -264,6 +264,31 @@ fn an_instance_whose_clock_runs_ahead_sells_nothing_before_the_opening() {
         assert!(r.met, "{r:?}");
     }
     assert!(rows.iter().any(|r| r.variant.contains("+60s")), "{rows:?}");
+}
+
+#[test]
+fn a_slowed_backend_keeps_its_goodput_with_the_guards_and_loses_it_without() {
+    let rows = scenario("backend-slowdown");
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for r in &rows {
+        let slow = r.slowdown.as_ref().expect("the slowdown's numbers");
+        assert_eq!(r.row.oversold, 0, "{r:?}");
+        if slow.guarded {
+            assert!(slow.goodput >= GOODPUT_MIN * slow.capacity, "{r:?}");
+            assert!(slow.p99_ms < PATIENCE.as_millis() as f64, "{r:?}");
+        }
+    }
+    // The piled-up path: without the guards its buyers wait past their
+    // patience while the backend sells to nobody.
+    let off = row(&rows, "db-atomic", "guards off, +40ms each way");
+    let slow = off.slowdown.as_ref().expect("numbers");
+    assert!(slow.goodput < GOODPUT_MIN * slow.capacity, "{off:?}");
+    assert!(slow.wasted > 0 && slow.gave_up > 0, "{off:?}");
+    // The control: a pipelined Redis only adds latency; the limit stays
+    // where it started.
+    let lua = row(&rows, "redis-lua", "guards on, +40ms each way");
+    let slow = lua.slowdown.as_ref().expect("numbers");
+    assert_eq!(slow.refused, 0, "{lua:?}");
 }
 
 #[test]

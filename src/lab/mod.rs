@@ -110,6 +110,11 @@ pub struct LabArgs {
     /// their limits without touching its own process).
     #[arg(skip)]
     pub instance_env: Vec<(String, String)>,
+    /// Extra environment for one instance, by name (`instance-b`), on top
+    /// of `instance_env`: two instances of one lab set up differently, on
+    /// the same backends (`backend-slowdown`'s guards on and off).
+    #[arg(skip)]
+    pub instance_env_of: Vec<(String, String, String)>,
     /// Start the main Redis as a master with a replica watched by three
     /// Sentinels, found by the instances through the sentinels, so that a
     /// failover can be staged (see [`sentinel`]).
@@ -164,6 +169,7 @@ impl LabArgs {
             gateway: nginx::GatewayLimits::default(),
             proxied: false,
             instance_env: Vec::new(),
+            instance_env_of: Vec::new(),
             redis_sentinel: false,
             redis_cluster: None,
             cluster_replicas: false,
@@ -403,8 +409,7 @@ impl Lab {
         // No instances: the backends alone, for in-process tests of the
         // router (the fast test tier).
         if args.shape.instances > 0 {
-            lab.start_instances(args.shape.instances, &args.instance_env, args.proxied)
-                .await?;
+            lab.start_instances(args).await?;
             lab.start_gateway(args.gateway_port, &args.gateway).await?;
             if args.observe {
                 lab.start_observer().await?;
@@ -491,26 +496,25 @@ impl Lab {
 
     /// Starts all instances at once (which also exercises concurrent
     /// migrations), then waits for each `/readyz`.
-    async fn start_instances(
-        &mut self,
-        count: usize,
-        extra_env: &[(String, String)],
-        proxied: bool,
-    ) -> anyhow::Result<()> {
+    async fn start_instances(&mut self, args: &LabArgs) -> anyhow::Result<()> {
         let exe = std::env::current_exe().context("locating the seckill binary")?;
         let mut started = Vec::new();
-        for index in 0..count {
+        for index in 0..args.shape.instances {
             let name = format!("instance-{}", (b'a' + index as u8) as char);
+            let own = args.instance_env_of.iter().filter(|(of, ..)| *of == name);
+            let extra_env: Vec<(String, String)> = (args.instance_env.iter().cloned())
+                .chain(own.map(|(_, key, value)| (key.clone(), value.clone())))
+                .collect();
             let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
             // Proxied, the instance sees the backends through its links.
-            let seen = if proxied {
+            let seen = if args.proxied {
                 self.links.open(&self.info, &name).await?
             } else {
                 self.info.clone()
             };
             let mut command = Command::new(&exe);
             command.arg("serve");
-            serving(&mut command, &seen, &name, addr, extra_env);
+            serving(&mut command, &seen, &name, addr, &extra_env);
             let log = self.info.dir.join(format!("{name}.log"));
             let process = Managed::spawn(&name, command, &log)?;
             self.info.instances.push(InstanceInfo {

@@ -82,7 +82,7 @@ pub struct EdgeArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub adaptive_target_ms: u64,
     /// The fewest buys a path's adaptive limit lets in flight.
-    #[arg(long, env = "SECKILL_ADAPTIVE_MIN", default_value_t = 64,
+    #[arg(long, env = "SECKILL_ADAPTIVE_MIN", default_value_t = 8,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub adaptive_min: u64,
     /// The circuit breaker: a sale slower than this counts as bad.

@@ -191,7 +191,7 @@ impl ErrorCode {
                  address's) or `buyer` (the buyer's)"
             }
             Self::Busy => {
-                "nothing was sold: lock not acquired in time, retries exhausted, a reset mid-buy, overloaded, a key still pending; retry after `Retry-After`"
+                "nothing was sold: lock not acquired in time, retries exhausted, a reset mid-buy, overloaded, over its path's adaptive limit or behind its open circuit breaker, a key still pending; retry after `Retry-After`"
             }
             Self::Unavailable => {
                 "a backend could not be reached, or refused before anything ran (OOM, MISCONF, LOADING, BUSY, READONLY, a cluster's redirects): nothing was sold"

@@ -54,11 +54,13 @@ pub enum Scenario {
     AbandonedCarts,
     /// `clock-skew`.
     ClockSkew,
+    /// `backend-slowdown`.
+    BackendSlowdown,
 }
 
 impl Scenario {
     /// Every scenario, in the order `--scenario all` runs them.
-    pub const ALL: [Self; 22] = [
+    pub const ALL: [Self; 23] = [
         Self::Contention,
         Self::TwoInstancesLocalLock,
         Self::LeaseExpiry,
@@ -81,6 +83,7 @@ impl Scenario {
         Self::ReaperCrash,
         Self::AbandonedCarts,
         Self::ClockSkew,
+        Self::BackendSlowdown,
     ];
 
     /// Its name on the command line and in the reports.
@@ -108,6 +111,7 @@ impl Scenario {
             Self::ReaperCrash => "reaper-crash",
             Self::AbandonedCarts => "abandoned-carts",
             Self::ClockSkew => "clock-skew",
+            Self::BackendSlowdown => "backend-slowdown",
         }
     }
 
@@ -179,6 +183,9 @@ impl Scenario {
             }
             Self::ClockSkew => {
                 "an instance whose clock runs ahead sells before the opening if it judges the window by its own clock; judged by one shared clock, nothing sells early through any instance"
+            }
+            Self::BackendSlowdown => {
+                "when a backend slows, a fixed cap lets requests pile up until every buyer waits past their patience; a limit that adapts to latency keeps the goodput near what the slowed backend can do (Netflix, Envoy, Sentinel)"
             }
         }
     }

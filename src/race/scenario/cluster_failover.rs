@@ -265,5 +265,6 @@ fn judged(row: Row, how: How, variant: &str, on_victim: i64, fix: Fix) -> Scenar
         masters: Vec::new(),
         cut: None,
         reconciled: fix.reconciled,
+        slowdown: None,
     }
 }

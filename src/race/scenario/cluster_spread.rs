@@ -144,6 +144,7 @@ fn judged(
         masters,
         cut: None,
         reconciled: None,
+        slowdown: None,
     }
 }
 

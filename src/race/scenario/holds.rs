@@ -117,6 +117,7 @@ impl Ctx {
             masters: Vec::new(),
             cut: None,
             reconciled,
+            slowdown: None,
         })
     }
 }

@@ -7,6 +7,7 @@
 //! declares a hazard is raced by its scenario without touching it.
 
 mod abandoned_carts;
+mod backend_slowdown;
 mod clock_skew;
 mod cluster_failover;
 mod cluster_holders;
@@ -31,7 +32,9 @@ mod redlock_minority;
 mod repeatable_read;
 mod segment_scaling;
 mod slow_disk;
+pub mod slowdown_tally;
 
+pub use backend_slowdown::{GOODPUT_MIN, PATIENCE};
 pub use cluster_spread::{HOT_MIN, MasterLoad, SPREAD_MAX};
 pub use partition::{LOCK_AND_STORE, LOCK_ONLY};
 pub use segment_scaling::MIN_SPEEDUP;
@@ -74,6 +77,10 @@ pub struct ScenarioRow {
     /// repaired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconciled: Option<crate::orders::life::reconcile::Drift>,
+    /// `backend-slowdown`'s rows: goodput within the buyers' patience
+    /// against the slowed path's capacity, and the rest of its numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<slowdown_tally::SlowdownOutcome>,
 }
 
 /// Whether `row` shows what `expect` predicts (and is honest: every 200 a
@@ -303,6 +310,7 @@ fn judge(row: Row, scenario: Scenario, variant: &str, expect: Expect) -> Scenari
         masters: Vec::new(),
         cut: None,
         reconciled: None,
+        slowdown: None,
     }
 }
 
@@ -351,6 +359,7 @@ async fn stage(scenario: Scenario, ctx: &mut Ctx) -> anyhow::Result<Vec<Scenario
         Scenario::ReaperCrash => reaper_crash::run(ctx).await,
         Scenario::AbandonedCarts => abandoned_carts::run(ctx).await,
         Scenario::ClockSkew => clock_skew::run(ctx).await,
+        Scenario::BackendSlowdown => backend_slowdown::run(ctx).await,
     }
 }
 

@@ -104,6 +104,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     masters: Vec::new(),
                     cut: None,
                     reconciled: None,
+                    slowdown: None,
                 });
             }
         }

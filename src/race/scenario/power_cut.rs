@@ -198,6 +198,7 @@ async fn cut_mid_sale(
                 resumed_ms,
             }),
             reconciled: None,
+            slowdown: None,
         });
     }
     Ok(rows)

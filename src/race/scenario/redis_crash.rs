@@ -161,6 +161,7 @@ impl Crash {
             masters: Vec::new(),
             cut: None,
             reconciled: self.reconciled,
+            slowdown: None,
         }
     }
 }
