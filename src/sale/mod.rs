@@ -306,8 +306,8 @@ impl Shop {
     /// behind.
     fn guarded(&self, listed: &Listed) -> Result<Option<guard::Permit>, ApiError> {
         let work = Duration::from_millis(listed.product.settings.work_ms);
-        let id = listed.strategy.info().id;
-        self.guards.admit(id, listed.store.kind(), work)
+        let path = (listed.strategy.info().id, listed.store.kind());
+        self.guards.admit(&listed.guard, path, work)
     }
 
     /// Claims `key`, the order's buyer's Idempotency-Key, for `order`.

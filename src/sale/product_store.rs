@@ -22,6 +22,7 @@ use crate::model::product::shares::through;
 use crate::model::product::{Product, Recipe, ResetRequest, Settings, keys, truncate};
 use crate::model::seam::Store;
 use crate::model::telemetry::BuyMetrics;
+use crate::sale::guard::PathSlot;
 use crate::stock::strategy::{Catalogue, Sells};
 
 /// Checks a reset request: its ranges, that the catalogue knows its
@@ -83,6 +84,8 @@ pub struct Listed {
     pub store: Arc<dyn Store>,
     /// Its strategy's buy counters and latency histogram.
     pub metrics: BuyMetrics,
+    /// Its backend path's guards, found on its first buy.
+    pub guard: PathSlot,
 }
 
 impl Listed {
@@ -102,6 +105,7 @@ impl Listed {
             strategy,
             store,
             metrics,
+            guard: PathSlot::new(),
         })
     }
 }

@@ -83,8 +83,8 @@ pub struct EdgeArgs {
     pub adaptive_target_ms: u64,
     /// The fewest buys a path's adaptive limit lets in flight.
     #[arg(long, env = "SECKILL_ADAPTIVE_MIN", default_value_t = 8,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub adaptive_min: u64,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub adaptive_min: usize,
     /// The circuit breaker: a sale slower than this counts as bad.
     #[arg(long, env = "SECKILL_BREAKER_SLOW_MS", default_value_t = 10_000)]
     pub breaker_slow_ms: u64,
@@ -121,7 +121,7 @@ impl EdgeArgs {
             target: self
                 .on(Layer::Adaptive)
                 .then(|| Duration::from_millis(self.adaptive_target_ms)),
-            floor: usize::try_from(self.adaptive_min).unwrap_or(usize::MAX),
+            floor: self.adaptive_min,
             ceiling: self.max_in_flight,
             trip: self.on(Layer::Breaker).then(|| Trip {
                 slow: Duration::from_millis(self.breaker_slow_ms),

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::slowdown_tally::{Clock, Phases, SlowdownOutcome, tally};
-use super::{Ctx, ScenarioRow, judge};
+use super::{Ctx, ScenarioRow, judge, met};
 use crate::judge::check::history::Op;
 use crate::lab::client::{Answer, Gateway};
 use crate::lab::links::Backend;
@@ -111,7 +111,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                 };
                 pair.push(slowed_race(ctx, lab, &target, strategy, slowdown, guarded).await?);
             }
-            rows.extend(judged(pair, strategy, delay));
+            rows.extend(judged(pair, delay));
         }
         Ok(rows)
     })
@@ -154,7 +154,7 @@ async fn slowed_race(
         Mode::Delay(slowdown.delay),
     )?;
     tokio::time::sleep_until(phases.healed.into()).await;
-    let limit = settled_limit(target, strategy, slowdown).await;
+    let limit = settled_limit(target, strategy).await;
     lab.partition(slowdown.instance, slowdown.backend, Mode::Pass)?;
     let attempts = load.await?;
     let row = settled_row(target, &ctx.audit, product, &attempts, clock.start).await?;
@@ -166,19 +166,16 @@ async fn slowed_race(
     Ok((scenario_row, outcome))
 }
 
-/// The path's adaptive limit, as the instance's `/config` tells it at the
-/// end of the slowdown; `None` with the limit off (or no answer).
-async fn settled_limit(target: &Gateway, strategy: &str, slowdown: Slowdown) -> Option<u64> {
+/// The adaptive limit of `strategy`'s path (its one store here), as the
+/// instance's `/config` tells it at the end of the slowdown; `None` with
+/// the limit off (or no answer).
+async fn settled_limit(target: &Gateway, strategy: &str) -> Option<u64> {
     let config = target.config().await.ok()?;
-    let store = match slowdown.backend {
-        Backend::Postgres => "postgres",
-        _ => "redis",
-    };
-    let path = format!("{strategy}@{store}");
+    let prefix = format!("{strategy}@");
     config["paths"]
         .as_array()?
         .iter()
-        .find(|p| p["path"] == path.as_str())?["limit"]
+        .find(|p| p["path"].as_str().is_some_and(|p| p.starts_with(&prefix)))?["limit"]
         .as_u64()
 }
 
@@ -252,18 +249,12 @@ async fn patient(target: &Gateway, product: i64, buyer: String) -> Attempt {
 }
 
 /// The two rows of a path, judged against the capacity both measured.
-fn judged(
-    pair: Vec<(ScenarioRow, SlowdownOutcome)>,
-    strategy: &str,
-    delay: Duration,
-) -> Vec<ScenarioRow> {
+fn judged(pair: Vec<(ScenarioRow, SlowdownOutcome)>, delay: Duration) -> Vec<ScenarioRow> {
     let capacity = pair.iter().map(|(_, o)| o.sales).fold(0.0, f64::max);
     pair.into_iter()
         .map(|(mut row, mut outcome)| {
             outcome.capacity = capacity;
-            let honest = row.row.client_ok + row.row.unknown_sold == row.row.sold
-                && crate::judge::check::truthful(&row.row.violations)
-                && row.row.oversold == 0;
+            let honest = met(Expect::NoOversell, &row.row);
             let held = outcome.goodput >= GOODPUT_MIN * capacity
                 && outcome.p99_ms < PATIENCE.as_millis() as f64;
             (row.met, row.expected) = if outcome.guarded {
@@ -283,7 +274,6 @@ fn judged(
                 },
                 delay.as_millis()
             );
-            row.row.strategy = strategy.to_owned();
             row.slowdown = Some(outcome);
             row
         })

@@ -2,10 +2,11 @@
 //! their patience, what the backend sold, when goodput came back.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::product::now_ms;
 use crate::race::attempt::Attempt;
 use crate::race::driver::percentile_ms;
 
@@ -20,12 +21,9 @@ pub struct Clock {
 impl Clock {
     /// Now.
     pub fn now() -> Self {
-        let start_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
         Self {
             start: Instant::now(),
-            start_ms,
+            start_ms: now_ms(),
         }
     }
 

@@ -19,7 +19,7 @@ pub mod limit;
 mod window;
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -53,8 +53,12 @@ pub struct Guards {
     paths: RwLock<HashMap<Path, Arc<PathGuard>>>,
 }
 
+/// Where a listed product keeps its path's guards once its first buy
+/// found them: every later buy of it reads them without the map.
+pub type PathSlot = OnceLock<Arc<PathGuard>>;
+
 /// One path's limit and breaker.
-struct PathGuard {
+pub struct PathGuard {
     name: String,
     limit: Option<Limit>,
     breaker: Option<Breaker>,
@@ -122,17 +126,20 @@ impl Guards {
     }
 
     /// Admits a buy of a product sold by `strategy` from `store`, whose
-    /// own simulated work is `work`; `None` with both guards off.
+    /// own simulated work is `work`, its path's guards kept in `slot`;
+    /// `None` with both guards off.
     pub fn admit(
         &self,
-        strategy: &'static str,
-        store: StoreKind,
+        slot: &PathSlot,
+        (strategy, store): (&'static str, StoreKind),
         work: Duration,
     ) -> Result<Option<Permit>, ApiError> {
         if self.tuning.target.is_none() && self.tuning.trip.is_none() {
             return Ok(None);
         }
-        let path = self.path((strategy, store.as_str()));
+        let path = slot
+            .get_or_init(|| self.path((strategy, store.as_str())))
+            .clone();
         let now = Instant::now();
         let verdict = path
             .breaker
