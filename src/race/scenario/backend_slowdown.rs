@@ -63,6 +63,10 @@ const HEALED: Duration = Duration::from_secs(2);
 /// A buyer told `busy` (or any 5xx) waits this long, as `Retry-After`
 /// says, before the next buyer takes its place.
 const PAUSE: Duration = Duration::from_secs(1);
+/// How long the ledger stands still before the race is judged.
+const STILL: Duration = Duration::from_secs(1);
+/// The longest a hung-up buyer's sale may run on after the race.
+const STILL_MAX: Duration = Duration::from_secs(30);
 /// Units on sale: more than any run sells.
 const STOCK: i64 = 1_000_000;
 /// Each instance's PostgreSQL pool in this lab: the slowed path's
@@ -157,6 +161,7 @@ async fn slowed_race(
     let limit = settled_limit(target, strategy).await;
     lab.partition(slowdown.instance, slowdown.backend, Mode::Pass)?;
     let attempts = load.await?;
+    still(target, product).await?;
     let row = settled_row(target, &ctx.audit, product, &attempts, clock.start).await?;
     let orders = orders_of(ctx, product).await?;
     let mut outcome = tally(&attempts, &orders, &phases, &clock, PATIENCE, guarded);
@@ -164,6 +169,30 @@ async fn slowed_race(
     // Judged again by `judged`, once both runs of the path are in.
     let scenario_row = judge(row, Scenario::BackendSlowdown, "", Expect::NoOversell);
     Ok((scenario_row, outcome))
+}
+
+/// Waits until the instance has stopped selling `product`. A buyer who
+/// hung up left its request running there (see [`SETTLE`]), and with the
+/// stock outlasting the race every such request ends in a sale, at the
+/// healed path's hundreds per second: a ledger that stands still for
+/// [`STILL`] has none left. Judged earlier, the ledger and the history
+/// are read on either side of a late sale and disagree by it.
+async fn still(target: &Gateway, product: i64) -> anyhow::Result<()> {
+    let began = Instant::now();
+    let mut last = None;
+    loop {
+        let ledger = target.ledger(product).await?;
+        let now = (ledger.sold, ledger.remaining, ledger.pending);
+        if last == Some(now) {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            began.elapsed() < STILL_MAX,
+            "product {product} was still selling {STILL_MAX:?} after its buyers stopped"
+        );
+        last = Some(now);
+        tokio::time::sleep(STILL).await;
+    }
 }
 
 /// The adaptive limit of `strategy`'s path (its one store here), as the
@@ -244,6 +273,7 @@ async fn patient(target: &Gateway, product: i64, buyer: String) -> Attempt {
             sent,
             took: sent.elapsed(),
             answer: Answer::unanswered(),
+            units: None,
         },
     }
 }
