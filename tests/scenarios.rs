@@ -14,7 +14,8 @@ use std::sync::Mutex;
 use seckill::model::info::{Expect, Hazard};
 use seckill::model::product::StoreKind;
 use seckill::race::scenario::{
-    GOODPUT_MIN, HOT_MIN, LOCK_AND_STORE, LOCK_ONLY, MIN_SPEEDUP, PATIENCE, SPREAD_MAX, ScenarioRow,
+    ADDED, GOODPUT_MIN, HOT_MIN, LOCK_AND_STORE, LOCK_ONLY, MIN_SPEEDUP, PATIENCE, RESET_STOCK,
+    SPREAD_MAX, ScenarioRow,
 };
 use seckill::stock::strategy::Catalogue;
 
@@ -264,6 +265,46 @@ fn an_instance_whose_clock_runs_ahead_sells_nothing_before_the_opening() {
         assert!(r.met, "{r:?}");
     }
     assert!(rows.iter().any(|r| r.variant.contains("+60s")), "{rows:?}");
+}
+
+#[test]
+fn stock_added_mid_race_sells_exactly_once_under_every_safe_strategy_and_store() {
+    let rows = scenario("restock");
+    let catalogue = Catalogue::new();
+    let safe: Vec<_> = catalogue
+        .all()
+        .map(|s| s.info())
+        .filter(|info| info.safe)
+        .collect();
+    let mut sellers: Vec<String> = safe
+        .iter()
+        .flat_map(|info| {
+            info.stores
+                .iter()
+                .map(move |store| format!("{}@{}", info.id, store.as_str()))
+        })
+        .collect();
+    // Then the Redis ones again, on a Redis Cluster.
+    sellers.extend(
+        safe.iter()
+            .filter(|info| info.stores.contains(&StoreKind::Redis))
+            .map(|info| format!("{}@redis-cluster", info.id)),
+    );
+    let raced: Vec<&str> = rows.iter().map(|r| r.variant.as_str()).collect();
+    assert_eq!(
+        raced, sellers,
+        "every safe strategy on every store it takes, and on a cluster"
+    );
+    for r in &rows {
+        let row = &r.row;
+        assert_eq!(
+            row.initial,
+            RESET_STOCK + ADDED,
+            "each addition once: {r:?}"
+        );
+        assert_eq!((row.sold, row.oversold), (row.initial, 0), "{r:?}");
+        assert_eq!(row.history_ok, Some(true), "{r:?}");
+    }
 }
 
 #[test]

@@ -33,6 +33,11 @@ pub enum BackendError {
     /// The strategy needs a backend this instance was not configured with.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The product's lock was not acquired in time for an operation that
+    /// runs under it (an addition, a give-back, a repair): nothing ran,
+    /// and the caller may retry, as a buyer told `busy` may.
+    #[error("contended: {0}")]
+    Contended(String),
     /// The task running a sale died (a panic): reported, never retried.
     #[error("sale task: {0}")]
     Task(String),
@@ -80,7 +85,11 @@ impl BackendError {
             }
             Self::RedisPool(_) | Self::ZooKeeper(_) | Self::Etcd(_) | Self::Unavailable(_) => true,
             Self::Sql(e) => sql_transport(e),
-            Self::Task(_) | Self::Corrupt(_) | Self::OutcomeUnknown(_) | Self::Group(_) => false,
+            Self::Task(_)
+            | Self::Corrupt(_)
+            | Self::OutcomeUnknown(_)
+            | Self::Group(_)
+            | Self::Contended(_) => false,
         }
     }
 

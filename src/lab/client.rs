@@ -296,6 +296,60 @@ impl Gateway {
         Ok(serde_json::from_str(&text)?)
     }
 
+    /// Adds `units` to product `id`'s live sale as addition `addition`
+    /// (a retry with the same id adds nothing twice): the answer's status
+    /// and code (status 0 when none came).
+    pub async fn restock(&self, id: i64, units: i64, addition: Uuid) -> Answer {
+        let body = crate::model::product::operation::RestockRequest {
+            units,
+            addition_id: Some(addition),
+        };
+        let sent = self
+            .http
+            .post(format!("{}/admin/products/{id}/restock", self.base))
+            .bearer_auth(&self.admin_token)
+            .json(&body)
+            .send()
+            .await;
+        let Ok(response) = sent else {
+            return Answer::unanswered();
+        };
+        let status = response.status().as_u16();
+        match response.bytes().await {
+            Ok(body) => Answer::of_reply(status, None, &body),
+            Err(_) => Answer::unanswered(),
+        }
+    }
+
+    /// [`Gateway::restock`], the 200's body read: an error for any other
+    /// answer.
+    pub async fn restock_answer(
+        &self,
+        id: i64,
+        units: i64,
+        addition: Uuid,
+    ) -> anyhow::Result<crate::sale::operate::Restocked> {
+        let body = crate::model::product::operation::RestockRequest {
+            units,
+            addition_id: Some(addition),
+        };
+        let response = self
+            .http
+            .post(format!("{}/admin/products/{id}/restock", self.base))
+            .bearer_auth(&self.admin_token)
+            .json(&body)
+            .send()
+            .await
+            .context("restocking a product")?;
+        let status = response.status();
+        let text = response.text().await?;
+        anyhow::ensure!(
+            status.is_success(),
+            "restock of {id} failed: {status} {text}"
+        );
+        Ok(serde_json::from_str(&text)?)
+    }
+
     /// One buy as `user`.
     pub async fn buy(&self, id: i64, user: &str) -> BuyResult {
         self.answer(id, user).await.result()

@@ -135,6 +135,27 @@ impl Outcome {
     }
 }
 
+/// Units an admin adds to a live sale, without a reset: added once per
+/// `id`, so an admin who retries after a timeout adds nothing twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addition {
+    /// Names the addition; decided in the same atomic step as the units.
+    pub id: Uuid,
+    /// Units added (at least 1).
+    pub units: i64,
+}
+
+/// What adding an [`Addition`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added {
+    /// The units are on sale now, recorded with the addition.
+    Now,
+    /// This addition was made before: nothing more was added.
+    Before,
+    /// Nothing added: the product was reset since (its epoch moved).
+    Reset,
+}
+
 /// A future a [`Store`] returns.
 pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T, BackendError>>;
 
@@ -266,12 +287,29 @@ pub trait Store: Send + Sync {
     /// The database that keeps this store's orders and their states.
     fn book(&self) -> &'static dyn Book;
 
-    /// Which counter `order`'s unit goes back to (0: the one counter or
-    /// the row): spread over the segments by order id, so a retry of the
-    /// same give-back finds the same counter (and its marker).
-    fn restock_cell(&self, _order: &Order) -> usize {
+    /// Which counter the unit of order `id`, or the units of addition
+    /// `id`, go to (0: the one counter or the row): spread over the
+    /// segments by id, so a retry of the same give-back or addition finds
+    /// the same counter (and its marker).
+    fn cell_of(&self, _id: Uuid) -> usize {
         0
     }
+
+    /// Adds `addition`'s units to counter `cell` and records the
+    /// addition beside it, in one atomic step, once per addition id and
+    /// in this reset only: the ledger reads the record
+    /// ([`Store::added`]), so what was put on sale and what the ledger
+    /// measures against never disagree. A locked strategy calls it under
+    /// its lock, as [`Store::restock`].
+    fn add<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        cell: usize,
+        addition: Addition,
+    ) -> StoreFuture<'a, Added>;
+
+    /// The units every addition of this reset put on sale.
+    fn added<'a>(&'a self, backends: &'a Backends, product: &'a Product) -> StoreFuture<'a, i64>;
 
     /// Puts the units of `orders` back on counter `cell` and takes each
     /// off its buyer's count, in this reset only; `ctx` names the product

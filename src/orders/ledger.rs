@@ -34,8 +34,14 @@ pub struct Ledger {
     pub id: i64,
     /// Strategy selling it.
     pub strategy: String,
-    /// Stock set by the last reset.
+    /// Stock put on sale since the last reset: the reset's, plus every
+    /// unit an admin added since (`added`). What the sale is measured
+    /// against.
     pub initial: i64,
+    /// Of `initial`, units added to the live sale since the reset
+    /// (`POST /admin/products/{id}/restock`).
+    #[serde(default)]
+    pub added: i64,
     /// Of it, the units on sale so far: all of them, or, with waves, the
     /// waves released until now.
     pub on_sale: i64,
@@ -125,7 +131,9 @@ pub async fn compute(
             .unwrap_or_default();
         let store = catalogue.store(product);
         let (in_table, pending) = store.orders(backends, product, &pending_ids).await?;
-        let on_sale = waves::on_sale(backends, store.as_ref(), product).await?;
+        let added = store.added(backends, product).await?;
+        let initial = product.initial + added;
+        let on_sale = waves::on_sale(backends, store.as_ref(), product).await? + added;
         let remaining = store.mark(backends, product).await?.remaining;
         let sold = in_table + pending;
         let taken = on_sale - remaining;
@@ -150,7 +158,8 @@ pub async fn compute(
         ledgers.push(Ledger {
             id: product.id,
             strategy: product.strategy.clone(),
-            initial: product.initial,
+            initial,
+            added,
             on_sale,
             sold,
             kept,
@@ -161,7 +170,7 @@ pub async fn compute(
             stranded: (taken - kept).max(0),
             paid_and_returned: life.paid_and_returned,
             remaining,
-            oversold: (kept - product.initial).max(0),
+            oversold: (kept - initial).max(0),
             lost_updates: (out - taken).max(0),
             missing_orders: (taken - out).max(0),
             pending,

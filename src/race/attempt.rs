@@ -23,6 +23,8 @@ pub struct Attempt {
     pub took: Duration,
     /// What came back.
     pub answer: Answer,
+    /// A restock's units.
+    pub units: Option<i64>,
 }
 
 impl Attempt {
@@ -46,6 +48,22 @@ impl Attempt {
             sent,
             took: sent.elapsed(),
             answer,
+            units: None,
+        }
+    }
+
+    /// Adds `units` to `product`'s live sale as the operator (addition
+    /// `id`), timed: a restock line of the history.
+    pub async fn restock(target: &Gateway, product: i64, units: i64, id: Uuid) -> Self {
+        let sent = Instant::now();
+        let answer = target.restock(product, units, id).await;
+        Self {
+            op: Op::Restock,
+            buyer: "operator".into(),
+            sent,
+            took: sent.elapsed(),
+            answer,
+            units: Some(units),
         }
     }
 
@@ -71,6 +89,7 @@ impl Attempt {
             sent,
             took: sent.elapsed(),
             answer: answer.as_step(order),
+            units: None,
         }
     }
 
@@ -101,6 +120,7 @@ impl Attempt {
             sent: due,
             took: due.elapsed(),
             answer,
+            units: None,
         }
     }
 
@@ -120,6 +140,7 @@ impl Attempt {
             served_by: answer.served_by.clone(),
             stock_left: answer.stock_left,
             pay_by_ms: answer.pay_by_ms,
+            units: self.units,
         }
     }
 }

@@ -156,7 +156,8 @@ impl Audit {
                 epoch: ledger.epoch,
                 strategy: ledger.strategy.clone(),
                 safe: self.safe.contains(&ledger.strategy) && !naive,
-                initial: ledger.initial,
+                // The reset's: the history's restock lines add the rest.
+                initial: ledger.initial - ledger.added,
                 per_user_limit: ledger.settings.per_user_limit,
                 pay_within_ms: ledger.settings.pay_within_ms,
                 orders_in: ledger.orders_in,
@@ -253,7 +254,7 @@ pub async fn settled_row(
         // The ledger counts what is kept at the end; the history sees the
         // instant more were kept than the stock (a naive give-back's late
         // payment), whatever the strategy claims.
-        let at_peak = verdict.peak_kept as i64 - row.initial;
+        let at_peak = verdict.peak_kept as i64 - (ledger.initial - ledger.added);
         row.oversold = row.oversold.max(at_peak);
     }
     Ok(row)

@@ -17,6 +17,7 @@
 use crate::sale::live::{Answer, LiveStats};
 use crate::sale::waves::Released;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -94,6 +95,10 @@ impl Memory {
 pub struct SoldOutFlags {
     /// A std mutex: held for one map operation, never across an await.
     flags: Mutex<HashMap<i64, (Instant, i64)>>,
+    /// Bumped by every clear: a sale that saw the stock empty before
+    /// units went back (a restock, a give-back) must not flag the product
+    /// after the clear that announced them.
+    clears: AtomicU64,
 }
 
 impl SoldOutFlags {
@@ -109,19 +114,34 @@ impl SoldOutFlags {
             .is_some_and(|(since, flagged)| *flagged == epoch && since.elapsed() < FLAG_TTL)
     }
 
-    /// Remembers that reset `epoch` of the product sold out.
-    pub fn mark(&self, id: i64, epoch: i64) {
-        self.map().insert(id, (Instant::now(), epoch));
+    /// The clears so far: read before asking the store, handed to
+    /// [`SoldOutFlags::mark`].
+    pub fn seen(&self) -> u64 {
+        self.clears.load(Ordering::Acquire)
     }
 
-    /// Forgets the product's flag (it was reset).
+    /// Remembers that reset `epoch` of the product sold out, unless a
+    /// flag was cleared since `seen` (units may have gone back since the
+    /// store said so).
+    pub fn mark(&self, id: i64, epoch: i64, seen: u64) {
+        let mut map = self.map();
+        if self.clears.load(Ordering::Acquire) == seen {
+            map.insert(id, (Instant::now(), epoch));
+        }
+    }
+
+    /// Forgets the product's flag (it was reset, or units went back).
     pub fn clear(&self, id: i64) {
-        self.map().remove(&id);
+        let mut map = self.map();
+        self.clears.fetch_add(1, Ordering::AcqRel);
+        map.remove(&id);
     }
 
     /// Forgets every flag.
     pub fn clear_all(&self) {
-        self.map().clear();
+        let mut map = self.map();
+        self.clears.fetch_add(1, Ordering::AcqRel);
+        map.clear();
     }
 }
 
@@ -160,15 +180,21 @@ async fn listen_once(client: &MainRedis, memory: &Memory) -> Result<(), BackendE
         let Some((id, token)) = payload.split_once(':') else {
             continue;
         };
-        if token == RESTOCKED {
-            if let Ok(id) = id.parse::<i64>() {
-                memory.sold_out.clear(id);
-            }
+        let Ok(id) = id.parse::<i64>() else {
             continue;
-        }
-        if let Ok(id) = id.parse::<i64>() {
-            memory.forget(id);
-        }
+        };
+        // `restocked:{token}`: units went back on sale, so only the
+        // flag goes; a bare token: a reset, so everything of it goes.
+        let token = match token.strip_prefix(RESTOCKED) {
+            Some(token) => {
+                memory.sold_out.clear(id);
+                token
+            }
+            None => {
+                memory.forget(id);
+                token
+            }
+        };
         let key = ack_key(token);
         redis::pipe()
             .rpush(&key, 1)
@@ -181,15 +207,16 @@ async fn listen_once(client: &MainRedis, memory: &Memory) -> Result<(), BackendE
     Ok(())
 }
 
-/// The token of a restock message: units went back on sale, so the
-/// product's sold-out flags go (nothing else is forgotten, nothing acked).
-const RESTOCKED: &str = "restocked";
+/// The prefix of a restock message's token: units went back on sale, so
+/// the product's sold-out flags go (nothing else is forgotten).
+const RESTOCKED: &str = "restocked-";
 
-/// Tells every instance that units of `id` went back on sale (best
-/// effort: a lost message costs at most a flag's TTL).
-pub async fn broadcast_restock(conn: &mut RedisConn, id: i64) -> Result<(), BackendError> {
-    let _: usize = conn.publish(RESETS, format!("{id}:{RESTOCKED}")).await?;
-    Ok(())
+/// Tells every instance that units of `id` went back on sale and waits
+/// until each one that received the message has cleared its sold-out
+/// flag (a give-back, an addition). Returns how many did.
+pub async fn broadcast_restock(conn: &mut RedisConn, id: i64) -> Result<usize, BackendError> {
+    let token = format!("{RESTOCKED}{}", Uuid::new_v4().simple());
+    broadcast(conn, id, &token, "restock").await
 }
 
 fn ack_key(token: &str) -> String {
@@ -200,8 +227,18 @@ fn ack_key(token: &str) -> String {
 /// received the message has cleared its flag. Returns how many did.
 pub async fn broadcast_reset(conn: &mut RedisConn, id: i64) -> Result<usize, BackendError> {
     let token = Uuid::new_v4().simple().to_string();
+    broadcast(conn, id, &token, "reset").await
+}
+
+/// Publishes `id:token` and waits for the receivers' acknowledgements.
+async fn broadcast(
+    conn: &mut RedisConn,
+    id: i64,
+    token: &str,
+    what: &str,
+) -> Result<usize, BackendError> {
     let receivers: usize = conn.publish(RESETS, format!("{id}:{token}")).await?;
-    let key = ack_key(&token);
+    let key = ack_key(token.strip_prefix(RESTOCKED).unwrap_or(token));
     let started = Instant::now();
     let mut acked = 0;
     // Each acknowledgement is one element: BLPOP returns as soon as one
@@ -217,7 +254,8 @@ pub async fn broadcast_reset(conn: &mut RedisConn, id: i64) -> Result<usize, Bac
             product = id,
             receivers,
             acked,
-            "not every instance acknowledged the reset"
+            what,
+            "not every instance acknowledged"
         );
     }
     Ok(acked)
@@ -231,13 +269,17 @@ mod tests {
     fn flags_mark_clear_and_forget() {
         let flags = SoldOutFlags::default();
         assert!(!flags.is_sold_out(1, 1));
-        flags.mark(1, 1);
-        flags.mark(2, 1);
+        flags.mark(1, 1, flags.seen());
+        flags.mark(2, 1, flags.seen());
         assert!(flags.is_sold_out(1, 1));
         assert!(!flags.is_sold_out(1, 2), "a flag of the old stock");
         flags.clear(1);
         assert!(!flags.is_sold_out(1, 1));
         assert!(flags.is_sold_out(2, 1));
+        let before = flags.seen();
+        flags.clear(3);
+        flags.mark(3, 1, before);
+        assert!(!flags.is_sold_out(3, 1), "a sell-out seen before a clear");
         flags.clear_all();
         assert!(!flags.is_sold_out(2, 1));
     }

@@ -14,6 +14,7 @@ pub mod hidden;
 pub mod idempotency;
 pub mod live;
 pub mod memory;
+pub mod operate;
 pub mod placement;
 pub mod product_store;
 pub mod reservation;

@@ -17,10 +17,11 @@ use crate::backends::conn::RedisConn;
 use crate::backends::failure::BackendError;
 use crate::backends::{Backends, Footprint};
 use crate::model::error::Invalid;
+use crate::model::order::Order;
 use crate::model::product::keys::Place;
 use crate::model::product::shares::through;
 use crate::model::product::{Product, Recipe, ResetRequest, Settings, keys, truncate};
-use crate::model::seam::Store;
+use crate::model::seam::{BuyCtx, Store};
 use crate::model::telemetry::BuyMetrics;
 use crate::sale::guard::PathSlot;
 use crate::stock::strategy::{Catalogue, Sells};
@@ -107,6 +108,25 @@ impl Listed {
             metrics,
             guard: PathSlot::new(),
         })
+    }
+
+    /// A context for an operation on this product started now (a
+    /// restock, a repair, a give-back): the buy path's own seam, so each
+    /// strategy runs them under the same lock and layout as its buys.
+    pub fn ctx<'a>(
+        &'a self,
+        redis: RedisConn,
+        order: &'a Order,
+        backends: &'a Backends,
+    ) -> BuyCtx<'a> {
+        BuyCtx {
+            redis,
+            started: Instant::now(),
+            product: &self.product,
+            store: self.store.as_ref(),
+            order,
+            backends,
+        }
     }
 }
 
@@ -295,6 +315,7 @@ pub async fn reset(
     for delete in [
         "DELETE FROM orders WHERE product_id = $1",
         "DELETE FROM buyer_counts WHERE product_id = $1",
+        "DELETE FROM additions WHERE product_id = $1",
     ] {
         sqlx::query(delete).bind(id).execute(&mut *tx).await?;
     }

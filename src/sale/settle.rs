@@ -36,6 +36,7 @@ pub async fn sell(shop: Arc<Shop>, sale: Sale) -> Result<Sold, ApiError> {
         order: &order,
         backends: &shop.backends,
     };
+    let flags_seen = shop.memory.sold_out.seen();
     let outcome = lane.checked(listed.strategy.buy(&ctx).await);
     if let Some(permit) = sale.permit {
         permit.answered(outcome.is_err());
@@ -57,7 +58,7 @@ pub async fn sell(shop: Arc<Shop>, sale: Sale) -> Result<Sold, ApiError> {
             }
             return Ok(sold);
         }
-        Ok(Outcome::SoldOut) => sold_out(&shop, product),
+        Ok(Outcome::SoldOut) => sold_out(&shop, product, flags_seen),
         Ok(Outcome::LimitReached) => ApiError::LimitReached,
         Ok(Outcome::Reset) => ApiError::busy("the product was reset during the buy"),
         Ok(Outcome::Fenced) => ApiError::busy("fenced: a newer lock holder has touched the stock"),
@@ -88,8 +89,9 @@ pub async fn sell(shop: Arc<Shop>, sale: Sale) -> Result<Sold, ApiError> {
 }
 
 /// Sold out: until the next wave, if one is still to come (no flag: come
-/// back then); for good otherwise, remembered by the instance.
-fn sold_out(shop: &Shop, product: &Product) -> ApiError {
+/// back then); for good otherwise, remembered by the instance unless a
+/// flag was cleared since `flags_seen` (units went back meanwhile).
+fn sold_out(shop: &Shop, product: &Product, flags_seen: u64) -> ApiError {
     let now = shop.backends.clock.now_ms();
     let settings = &product.settings;
     let due = settings.waves_due(now);
@@ -100,7 +102,9 @@ fn sold_out(shop: &Shop, product: &Product) -> ApiError {
             next_at_ms,
         };
     }
-    shop.memory.sold_out.mark(product.id, product.epoch);
+    shop.memory
+        .sold_out
+        .mark(product.id, product.epoch, flags_seen);
     ApiError::SoldOut
 }
 

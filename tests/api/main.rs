@@ -19,6 +19,7 @@ mod metrics;
 mod mysql;
 mod prebooking;
 mod races;
+mod restock;
 mod shutdown;
 mod soldout;
 mod waves;

@@ -125,8 +125,10 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
     let url = format!("{}/", lab.info.gateway_url);
 
     // Two finished races (one oversold), then a slow one in progress while
-    // the browser looks: 100 sales of 60 ms each under one lock take 6 s,
-    // far longer than the browser needs.
+    // the browser looks: its 200 buyers arrive 30 ms apart, so it lasts
+    // 6 s whatever they are answered (the path's adaptive limit may tell
+    // the queue under the 60 ms lock `busy` at once), far longer than the
+    // browser needs.
     race_on(
         &audit,
         &gateway,
@@ -168,7 +170,7 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
                     stock: 100,
                     buyers: 200,
                     concurrency: 20,
-                    pace: None,
+                    pace: Some(Duration::from_millis(30)),
                     settings: json!({"work_ms": 60}),
                 },
             )

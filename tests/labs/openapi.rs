@@ -107,6 +107,8 @@ struct Seen {
     reset: Option<Product>,
     /// Sales (200s that were not replays) since that reset.
     sales: i64,
+    /// Units restocked (200s that were not replays) since that reset.
+    added: i64,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -189,9 +191,17 @@ async fn schemathesis_finds_the_service_as_documented() {
                 id,
                 Seen {
                     reset: Some(product),
-                    sales: 0,
+                    ..Seen::default()
                 },
             );
+        } else if exchange.method == "POST" && path.ends_with("/restock") {
+            let id = exchange.body["product_id"]
+                .as_i64()
+                .expect("a restock names its product");
+            if exchange.body["replayed"] != Value::Bool(true) {
+                seen.entry(id).or_default().added +=
+                    exchange.body["units"].as_i64().expect("a restock's units");
+            }
         } else if exchange.method == "POST" && path.ends_with("/buy") && !exchange.replayed {
             let id = exchange.body["product_id"]
                 .as_i64()
@@ -222,15 +232,20 @@ async fn schemathesis_finds_the_service_as_documented() {
     }
     for (id, ledger) in &after {
         let seen = seen.remove(id).unwrap_or_default();
-        let (initial, epoch, sold_before) = match (&seen.reset, before.get(id)) {
-            (Some(reset), _) => (reset.initial, reset.epoch, 0),
-            (None, Some(was)) => (was.initial, was.epoch, was.sold),
+        let (initial, epoch, sold_before, added_before) = match (&seen.reset, before.get(id)) {
+            (Some(reset), _) => (reset.initial, reset.epoch, 0, 0),
+            (None, Some(was)) => (was.initial, was.epoch, was.sold, was.added),
             (None, None) => panic!("product {id} appeared without a reset: {ledger:?}"),
         };
         assert_eq!(
             (ledger.initial, ledger.epoch),
-            (initial, epoch),
-            "product {id} was reset by a request that was refused: {ledger:?}"
+            (initial + seen.added, epoch),
+            "product {id} was reset or restocked by a request that was refused: {ledger:?}"
+        );
+        assert_eq!(
+            ledger.added,
+            added_before + seen.added,
+            "product {id}: additions != 200 restocks since its last reset: {ledger:?}"
         );
         assert_eq!(
             ledger.sold,

@@ -253,6 +253,7 @@ mod tests {
             "GET /live",
             "PUT /admin/products/{id}",
             "POST /admin/reconcile",
+            "POST /admin/products/{id}/restock",
             "GET /strategies",
             "GET /healthz",
             "GET /readyz",

@@ -10,6 +10,7 @@ mod hidden;
 mod identify;
 mod live;
 mod meta;
+mod operate;
 mod orders;
 pub mod params;
 mod report;
@@ -211,6 +212,7 @@ fn routes(state: Option<&AppState>) -> OpenApiRouter<AppState> {
         .routes(routes!(live::view))
         .routes(routes!(admin::reset).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)))
         .routes(routes!(admin::reconcile))
+        .routes(routes!(operate::restock).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)))
         .routes(routes!(meta::strategies))
         .routes(routes!(meta::healthz))
         .routes(routes!(meta::readyz))

@@ -56,6 +56,9 @@ pub enum Op {
     /// from the hold's due time (`start_us`) until the buyer read it
     /// `expired` (`ok`), or gave up looking (`info`).
     Expire,
+    /// `POST /admin/products/{id}/restock`: units added to the live sale
+    /// (`units`), on sale from its start at the earliest.
+    Restock,
 }
 
 impl Op {
@@ -77,7 +80,7 @@ pub struct Race {
     /// Whether the strategy claims never to oversell (then sold ≤ initial,
     /// no shared unit and the per-buyer limit are checked too).
     pub safe: bool,
-    /// Stock at the reset.
+    /// Stock at the reset (the race's `restock` lines add to it).
     pub initial: i64,
     /// Units one buyer may hold (0: no limit).
     pub per_user_limit: u32,
@@ -130,6 +133,9 @@ pub struct Event {
     /// outside checker need not derive it from the order id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pay_by_ms: Option<u64>,
+    /// A restock's units.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<i64>,
 }
 
 /// A line of the file.
@@ -250,6 +256,7 @@ mod tests {
                 served_by: Some("instance-a".into()),
                 stock_left: Some(0),
                 pay_by_ms: Some(1_700_000_000_000),
+                units: None,
             }],
         };
         append(&path, &race(1)).unwrap();

@@ -160,9 +160,10 @@ pub struct Verdict {
     pub unknown: u64,
     /// Of those, how many did sell (their order is in the ledger).
     pub unknown_sold: u64,
-    /// The most orders that kept a unit at one instant, for every race
-    /// (a safe one's oversell is this past the stock; an unsafe one's,
-    /// such as a naive give-back's, is reported from it too).
+    /// The most orders that kept a unit at one instant, less the units
+    /// restocks may have added by then, for every race (a safe one's
+    /// oversell is this past the reset's stock; an unsafe one's, such as a
+    /// naive give-back's, is reported from it too).
     pub peak_kept: u64,
 }
 
@@ -239,6 +240,9 @@ struct Seen<'a> {
     /// The last answer's time: orders nobody saw made are counted from
     /// there.
     last_us: u64,
+    /// Restocks that added or may have (µs since the race began they were
+    /// sent, units): their units count as on sale from then.
+    additions: Vec<(u64, i64)>,
 }
 
 /// A pay, cancel or expire on one order.
@@ -256,6 +260,13 @@ impl<'a> Seen<'a> {
         let mut seen = Self::default();
         for event in events {
             seen.last_us = seen.last_us.max(event.end_us);
+            if event.op == Op::Restock {
+                if event.completion != Completion::Fail {
+                    let units = event.units.unwrap_or(0).max(0);
+                    seen.additions.push((event.start_us, units));
+                }
+                continue;
+            }
             if event.op != Op::Buy {
                 if let Some(order) = event.order_id {
                     seen.steps.entry(order).or_default().push(Step {
@@ -406,7 +417,10 @@ fn safe_rules(
             orders.iter().filter(given_back).count() as u64,
         );
     } else {
-        let shared = seen.units.values().map(|n| n.saturating_sub(1)).sum();
+        // The stock passes each value once per run down between two
+        // additions: a value told after more sales than that is shared.
+        let runs = 1 + seen.additions.len() as u64;
+        let shared = seen.units.values().map(|n| n.saturating_sub(runs)).sum();
         violations.count("duplicate_unit", shared);
     }
     if info.per_user_limit > 0 {
@@ -424,7 +438,9 @@ fn safe_rules(
 /// answer of its buy (an order nobody saw made, from the end), until the
 /// earliest moment its unit can have gone back ([`given_back_from`]); at
 /// one instant, what goes back is counted before what comes in, so the
-/// peak is never one the history cannot show.
+/// peak is never one the history cannot show. A restock's units are
+/// counted off from the moment it was sent (the earliest they can have
+/// been on sale).
 fn peak_keeping(info: &history::Race, orders: &[Order], seen: &Seen) -> u64 {
     let end = seen.last_us.saturating_add(1);
     let mut marks: Vec<(u64, i64)> = Vec::new();
@@ -439,6 +455,7 @@ fn peak_keeping(info: &history::Race, orders: &[Order], seen: &Seen) -> u64 {
             marks.push((leave, -1));
         }
     }
+    marks.extend(seen.additions.iter().map(|&(at, units)| (at, -units)));
     marks.sort_unstable();
     let (mut now, mut peak) = (0i64, 0i64);
     for (_, step) in marks {
@@ -548,6 +565,7 @@ mod tests {
             served_by: None,
             stock_left: left,
             pay_by_ms: None,
+            units: None,
         }
     }
 

@@ -183,6 +183,7 @@ impl From<BackendError> for ApiError {
                 order_id: None,
                 cause,
             },
+            BackendError::Contended(reason) => Self::busy(&reason),
             error => Self::Backend(error),
         }
     }

@@ -56,11 +56,13 @@ pub enum Scenario {
     ClockSkew,
     /// `backend-slowdown`.
     BackendSlowdown,
+    /// `restock`.
+    Restock,
 }
 
 impl Scenario {
     /// Every scenario, in the order `--scenario all` runs them.
-    pub const ALL: [Self; 23] = [
+    pub const ALL: [Self; 24] = [
         Self::Contention,
         Self::TwoInstancesLocalLock,
         Self::LeaseExpiry,
@@ -84,6 +86,7 @@ impl Scenario {
         Self::AbandonedCarts,
         Self::ClockSkew,
         Self::BackendSlowdown,
+        Self::Restock,
     ];
 
     /// Its name on the command line and in the reports.
@@ -112,6 +115,7 @@ impl Scenario {
             Self::AbandonedCarts => "abandoned-carts",
             Self::ClockSkew => "clock-skew",
             Self::BackendSlowdown => "backend-slowdown",
+            Self::Restock => "restock",
         }
     }
 
@@ -186,6 +190,9 @@ impl Scenario {
             }
             Self::BackendSlowdown => {
                 "when a backend slows, a fixed cap lets requests pile up until every buyer waits past their patience; a limit that adapts to latency keeps the goodput near what the slowed backend can do (Netflix, Envoy, Sentinel)"
+            }
+            Self::Restock => {
+                "stock added to a live sale, while buyers race, is sold exactly once with the rest: none oversold, none lost, a retried addition added once"
             }
         }
     }

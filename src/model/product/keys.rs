@@ -301,6 +301,14 @@ impl RedisCell {
     pub fn restocked_key(&self) -> String {
         format!("{}:restocked", self.key)
     }
+
+    /// The hash of the admin's additions to this counter in reset
+    /// `epoch` (addition id → units; beside it, in its slot): what makes
+    /// an addition happen once, and what the ledger sums. Named by the
+    /// epoch, so no reset can count another's.
+    pub fn added_key(&self, epoch: i64) -> String {
+        format!("{}:added:{epoch}", self.key)
+    }
 }
 
 #[cfg(test)]

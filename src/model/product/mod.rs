@@ -4,6 +4,7 @@
 
 pub mod hold_terms;
 pub mod keys;
+pub mod operation;
 mod settings;
 pub mod shares;
 

@@ -2,13 +2,12 @@
 //! how an expired hold's unit goes back on sale, once the hold was found
 //! overdue (the reaper) or cancelled (its buyer).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use uuid::Uuid;
 
 use crate::backends::failure::BackendError;
 use crate::model::order::Order;
-use crate::model::seam::BuyCtx;
 use crate::sale::Shop;
 use crate::sale::memory;
 use crate::sale::product_store::Listed;
@@ -81,14 +80,7 @@ async fn put_back(
         return Ok(0);
     };
     let lane = shop.backends.lane.get().await?;
-    let ctx = BuyCtx {
-        redis: lane.conn.clone(),
-        started: Instant::now(),
-        product: &listed.product,
-        store: listed.store.as_ref(),
-        order: first,
-        backends: &shop.backends,
-    };
+    let ctx = listed.ctx(lane.conn.clone(), first, &shop.backends);
     listed.strategy.restock(&ctx, orders, once).await
 }
 
@@ -108,9 +100,11 @@ async fn announce(shop: &Shop, listed: &Listed, back: usize) {
     super::noted(shop, listed, "given_back", back as u64);
     let id = listed.product.id;
     shop.memory.sold_out.clear(id);
-    let told = match shop.backends.lane.get().await {
-        Ok(lane) => memory::broadcast_restock(&mut lane.conn.clone(), id).await,
-        Err(error) => Err(error),
+    // A pooled connection of its own: the acknowledgements are awaited
+    // with BLPOP, which would hold up the buy path's shared lane.
+    let told = match shop.backends.redis.get().await {
+        Ok(mut conn) => memory::broadcast_restock(&mut conn, id).await,
+        Err(error) => Err(BackendError::from(error)),
     };
     if let Err(error) = told {
         // The flags expire by themselves (memory::FLAG_TTL).

@@ -24,8 +24,6 @@
 //! orders that exist), so its unit goes back on sale — the buyer's 200
 //! stays a lie, which the history check names (`ok_without_order`).
 
-use std::time::Instant;
-
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -34,7 +32,7 @@ use super::giveback;
 use crate::backends::failure::BackendError;
 use crate::model::order::Order;
 use crate::model::product::{Product, StoreKind};
-use crate::model::seam::{BuyCtx, Due, Mark};
+use crate::model::seam::{Due, Mark};
 use crate::orders::ledger;
 use crate::sale::Shop;
 use crate::sale::product_store;
@@ -194,14 +192,7 @@ async fn set(
 ) -> Result<bool, BackendError> {
     let lane = shop.backends.lane.get().await?;
     let order = repairer(&listed.product, &shop.instance);
-    let ctx = BuyCtx {
-        redis: lane.conn.clone(),
-        started: Instant::now(),
-        product: &listed.product,
-        store: listed.store.as_ref(),
-        order: &order,
-        backends: &shop.backends,
-    };
+    let ctx = listed.ctx(lane.conn.clone(), &order, &shop.backends);
     listed.strategy.repair(&ctx, expected, truth).await
 }
 

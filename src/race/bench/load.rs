@@ -295,13 +295,13 @@ pub async fn buys(
                         .unwrap_or_else(|| format!("http_{status}")),
                 ),
             };
-            let took = sent.elapsed();
             let attempt = Attempt {
                 op: Op::Buy,
                 buyer,
                 sent,
-                took,
+                took: sent.elapsed(),
                 answer,
+                units: None,
             };
             ((conn, request), error, attempt)
         }

@@ -30,6 +30,7 @@ mod redis_crash;
 mod redis_failover;
 mod redlock_minority;
 mod repeatable_read;
+mod restock;
 mod segment_scaling;
 mod slow_disk;
 pub mod slowdown_tally;
@@ -37,6 +38,7 @@ pub mod slowdown_tally;
 pub use backend_slowdown::{GOODPUT_MIN, PATIENCE};
 pub use cluster_spread::{HOT_MIN, MasterLoad, SPREAD_MAX};
 pub use partition::{LOCK_AND_STORE, LOCK_ONLY};
+pub use restock::{ADDED, RESET_STOCK};
 pub use segment_scaling::MIN_SPEEDUP;
 
 use std::time::{Duration, Instant};
@@ -360,6 +362,7 @@ async fn stage(scenario: Scenario, ctx: &mut Ctx) -> anyhow::Result<Vec<Scenario
         Scenario::AbandonedCarts => abandoned_carts::run(ctx).await,
         Scenario::ClockSkew => clock_skew::run(ctx).await,
         Scenario::BackendSlowdown => backend_slowdown::run(ctx).await,
+        Scenario::Restock => restock::run(ctx).await,
     }
 }
 

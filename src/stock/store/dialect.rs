@@ -81,6 +81,11 @@ pub struct Statements {
     pub set_stock: &'static str,
     /// Units put back, the version moved: (units, id, epoch).
     pub put_back: &'static str,
+    /// Records an addition, nothing if its id was recorded before: (id,
+    /// epoch, addition id, units).
+    pub add: &'static str,
+    /// The units this reset's additions put on sale: (id, epoch).
+    pub added: &'static str,
     /// `db-pessimistic`'s locking read: (id, epoch).
     pub for_update: &'static str,
     /// `db-pessimistic`'s decrement under the row lock: (id).

@@ -53,6 +53,10 @@ impl Dialect for Mysql {
             WHERE id = ? AND epoch = ? AND version = ?",
         put_back: "UPDATE products SET stock = stock + ?, version = version + 1 \
             WHERE id = ? AND epoch = ?",
+        add: "INSERT IGNORE INTO additions (product_id, epoch, addition_id, units) \
+            VALUES (?, ?, ?, ?)",
+        added: "SELECT CAST(COALESCE(SUM(units), 0) AS SIGNED) FROM additions \
+            WHERE product_id = ? AND epoch = ?",
         for_update: "SELECT stock FROM products WHERE id = ? AND epoch = ? FOR UPDATE",
         take_one: "UPDATE products SET stock = stock - 1, version = version + 1 WHERE id = ?",
         // A plain autocommit read: its own snapshot, so the isolation

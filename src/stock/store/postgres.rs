@@ -60,6 +60,10 @@ impl Dialect for Pg {
         set_stock: "UPDATE products SET stock = $1 WHERE id = $2 AND epoch = $3 AND version = $4",
         put_back: "UPDATE products SET stock = stock + $1, version = version + 1 \
             WHERE id = $2 AND epoch = $3",
+        add: "INSERT INTO additions (product_id, epoch, addition_id, units) \
+            VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        added: "SELECT COALESCE(SUM(units), 0)::BIGINT FROM additions \
+            WHERE product_id = $1 AND epoch = $2",
         for_update: "SELECT stock FROM products WHERE id = $1 AND epoch = $2 FOR UPDATE",
         take_one: "UPDATE products SET stock = stock - 1 WHERE id = $1",
         versioned: "SELECT stock, version FROM products WHERE id = $1 AND epoch = $2",

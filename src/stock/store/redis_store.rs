@@ -25,7 +25,7 @@ use crate::model::order::stream::find_in_stream;
 use crate::model::product::keys::RedisCell;
 use crate::model::product::shares::{split, through};
 use crate::model::product::{Product, StoreKind, keys};
-use crate::model::seam::{Book, BuyCtx, Mark, Outcome, Rows, Store, StoreFuture};
+use crate::model::seam::{Added, Addition, Book, BuyCtx, Mark, Outcome, Rows, Store, StoreFuture};
 use crate::stock::limit;
 
 /// KEYS: stock, fence-seen. ARGV: fencing token.
@@ -83,6 +83,20 @@ static RESTOCK: LazyLock<Script> = LazyLock::new(|| {
          if ARGV[4] == '1' and tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0') > 0 \
          and redis.call('HINCRBY', KEYS[3], ARGV[3], -1) <= 0 \
          then redis.call('HDEL', KEYS[3], ARGV[3]) end \
+         return 1",
+    )
+});
+
+/// KEYS: stock, epoch, additions, moves. ARGV: epoch, addition id, units.
+/// Adds the units to the counter and records the addition, once per id,
+/// in this reset: 1 when added now, 0 when added before, -1 when the
+/// product was reset.
+static ADD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end \
+         if redis.call('HSETNX', KEYS[3], ARGV[2], ARGV[3]) == 0 then return 0 end \
+         redis.call('INCRBY', KEYS[1], ARGV[3]) \
+         redis.call('INCR', KEYS[4]) \
          return 1",
     )
 });
@@ -294,13 +308,15 @@ impl Store for RedisStore {
         let markers = self.cells.iter().map(RedisCell::waves_key);
         let put_back = self.cells.iter().map(RedisCell::restocked_key);
         let moves = self.cells.iter().map(RedisCell::moves_key);
+        let added = self.cells.iter().map(|c| c.added_key(product.epoch));
         Footprint::redis(
             [keys::fence_seen(product.id)]
                 .into_iter()
                 .chain(counters)
                 .chain(markers)
                 .chain(put_back)
-                .chain(moves),
+                .chain(moves)
+                .chain(added),
         )
     }
 
@@ -308,8 +324,8 @@ impl Store for RedisStore {
         &SqlBook::<Pg>(PhantomData)
     }
 
-    fn restock_cell(&self, order: &Order) -> usize {
-        (order.order_id.as_u128() % self.cells.len().max(1) as u128) as usize
+    fn cell_of(&self, id: Uuid) -> usize {
+        (id.as_u128() % self.cells.len().max(1) as u128) as usize
     }
 
     fn restock<'a>(
@@ -350,6 +366,49 @@ impl Store for RedisStore {
             });
             let back = futures::future::try_join_all(puts).await?.into_iter().sum();
             Ok(back)
+        })
+    }
+
+    fn add<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        cell: usize,
+        addition: Addition,
+    ) -> StoreFuture<'a, Added> {
+        Box::pin(async move {
+            let cell = self.cell(cell)?;
+            let added: i64 = ADD
+                .key(&cell.key)
+                .key(cell.place.epoch())
+                .key(cell.added_key(ctx.product.epoch))
+                .key(cell.moves_key())
+                .arg(ctx.product.epoch)
+                .arg(addition.id.to_string())
+                .arg(addition.units)
+                .invoke_async(&mut ctx.redis.clone())
+                .await?;
+            Ok(match added {
+                1 => Added::Now,
+                0 => Added::Before,
+                _ => Added::Reset,
+            })
+        })
+    }
+
+    /// Every counter's additions, read at once (on a cluster they live on
+    /// different masters).
+    fn added<'a>(&'a self, backends: &'a Backends, product: &'a Product) -> StoreFuture<'a, i64> {
+        Box::pin(async move {
+            let conn = backends.redis.get().await?;
+            let reads = self.cells.iter().map(|cell| {
+                let mut conn = (*conn).clone();
+                async move {
+                    conn.hvals::<_, Vec<i64>>(cell.added_key(product.epoch))
+                        .await
+                }
+            });
+            let added = futures::future::try_join_all(reads).await?;
+            Ok(added.iter().flatten().sum())
         })
     }
 

@@ -18,7 +18,7 @@ use crate::backends::{Backends, Footprint};
 use crate::model::order::Order;
 use crate::model::order::state::OrderRow;
 use crate::model::product::{Product, StoreKind};
-use crate::model::seam::{Book, BuyCtx, Mark, Outcome, Rows, Store, StoreFuture};
+use crate::model::seam::{Added, Addition, Book, BuyCtx, Mark, Outcome, Rows, Store, StoreFuture};
 
 /// A product's stock in dialect `D`'s `products` row, its orders in `D`'s
 /// `orders` (the product's definition stays in PostgreSQL).
@@ -53,6 +53,26 @@ impl<D: Dialect> Store for SqlStore<D> {
         once: bool,
     ) -> StoreFuture<'a, usize> {
         Box::pin(again::<D, _, _, _>(move || restock::<D>(ctx, orders, once)))
+    }
+
+    fn add<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        _cell: usize,
+        addition: Addition,
+    ) -> StoreFuture<'a, Added> {
+        Box::pin(again::<D, _, _, _>(move || add::<D>(ctx, addition)))
+    }
+
+    fn added<'a>(&'a self, backends: &'a Backends, product: &'a Product) -> StoreFuture<'a, i64> {
+        Box::pin(async move {
+            let sum: Option<(i64,)> = Stmt::<D>::new(D::SQL.added)
+                .bind(product.id)
+                .bind(product.epoch)
+                .optional(&mut *connect::<D>(backends).await?)
+                .await?;
+            Ok(sum.map_or(0, |(sum,)| sum))
+        })
     }
 
     fn set_stock<'a>(
@@ -292,4 +312,35 @@ async fn restock<D: Dialect>(
     }
     tx.commit().await?;
     Ok(buyers.len())
+}
+
+/// Adds `addition`'s units to the row and records the addition, in one
+/// transaction: the row's write first (it finds the reset, and takes the
+/// row lock every sale queues on), then the record, whose key makes a
+/// second addition with the same id roll the whole step back.
+async fn add<D: Dialect>(ctx: &BuyCtx<'_>, addition: Addition) -> Result<Added, BackendError> {
+    let product = ctx.product;
+    let mut tx = D::pool(ctx.backends)?.begin().await?;
+    let put = Stmt::<D>::new(D::SQL.put_back)
+        .bind(addition.units)
+        .bind(product.id)
+        .bind(product.epoch)
+        .run(&mut tx)
+        .await?;
+    if put == 0 {
+        return Ok(Added::Reset);
+    }
+    let recorded = Stmt::<D>::new(D::SQL.add)
+        .bind(product.id)
+        .bind(product.epoch)
+        .bind(addition.id)
+        .bind(addition.units)
+        .run(&mut tx)
+        .await?;
+    if recorded == 0 {
+        // Dropping the transaction takes the units back out.
+        return Ok(Added::Before);
+    }
+    tx.commit().await?;
+    Ok(Added::Now)
 }

@@ -12,7 +12,7 @@ use crate::backends::{Backends, Footprint};
 use crate::model::info::Info;
 use crate::model::order::Order;
 use crate::model::product::Product;
-use crate::model::seam::{BuyCtx, Mark, Outcome};
+use crate::model::seam::{Added, Addition, BuyCtx, Mark, Outcome};
 use crate::model::telemetry;
 use crate::stock::limit;
 use crate::stock::lock::{Lock, Reading, Waiting};
@@ -67,8 +67,9 @@ pub async fn under_lock<L: Lock, T>(
             break guard;
         }
         if Instant::now() >= deadline {
-            return Err(BackendError::Unavailable(
-                "the product's lock was not acquired within acquire_timeout_ms".into(),
+            return Err(BackendError::Contended(
+                "the product's lock was not acquired within acquire_timeout_ms; nothing was done"
+                    .into(),
             ));
         }
         if lock.waiting() == Waiting::FailFast {
@@ -129,6 +130,12 @@ impl<L: Lock> Strategy for Locked<L> {
         once: bool,
     ) -> Result<usize, BackendError> {
         under_lock(&self.lock, ctx, super::restock_by_cell(ctx, orders, once)).await
+    }
+
+    /// Under the lock, for the same reason as [`Strategy::restock`].
+    async fn add(&self, ctx: &BuyCtx<'_>, addition: Addition) -> Result<Added, BackendError> {
+        let cell = ctx.store.cell_of(addition.id);
+        under_lock(&self.lock, ctx, ctx.store.add(ctx, cell, addition)).await
     }
 
     /// Under the lock, for the same reason as [`Strategy::restock`].

@@ -43,7 +43,7 @@ use crate::backends::{Backends, Footprint};
 use crate::model::info::Info;
 use crate::model::order::Order;
 use crate::model::product::{Product, StoreKind};
-use crate::model::seam::{BuyCtx, Mark, Outcome, Store};
+use crate::model::seam::{Added, Addition, BuyCtx, Mark, Outcome, Store};
 use crate::stock::lock::Reading;
 use crate::stock::store::registry;
 pub use catalogue::Catalogue;
@@ -103,6 +103,16 @@ pub trait Strategy: Send + Sync {
         restock_by_cell(ctx, orders, once)
     }
 
+    /// An admin's addition to the live sale ([`Store::add`], to the
+    /// counter its id picks), guarded as [`Strategy::restock`] is.
+    fn add(
+        &self,
+        ctx: &BuyCtx<'_>,
+        addition: Addition,
+    ) -> impl Future<Output = Result<Added, BackendError>> + Send {
+        ctx.store.add(ctx, ctx.store.cell_of(addition.id), addition)
+    }
+
     /// Reconciliation's repair ([`Store::set_stock`]), guarded as
     /// [`Strategy::restock`] is.
     fn repair(
@@ -133,7 +143,7 @@ pub fn by_cell(store: &dyn Store, orders: &[Order]) -> BTreeMap<usize, Vec<Order
     let mut cells: BTreeMap<usize, Vec<Order>> = BTreeMap::new();
     for order in orders {
         cells
-            .entry(store.restock_cell(order))
+            .entry(store.cell_of(order.order_id))
             .or_default()
             .push(order.clone());
     }
@@ -171,6 +181,12 @@ pub trait Sells: Send + Sync {
         orders: &'a [Order],
         once: bool,
     ) -> BoxFuture<'a, Result<usize, BackendError>>;
+    /// See [`Strategy::add`]; the future boxed.
+    fn add<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        addition: Addition,
+    ) -> BoxFuture<'a, Result<Added, BackendError>>;
     /// See [`Strategy::repair`]; the future boxed.
     fn repair<'a>(
         &'a self,
@@ -216,6 +232,14 @@ impl<S: Strategy> Sells for S {
         once: bool,
     ) -> BoxFuture<'a, Result<usize, BackendError>> {
         Box::pin(Strategy::restock(self, ctx, orders, once))
+    }
+
+    fn add<'a>(
+        &'a self,
+        ctx: &'a BuyCtx<'a>,
+        addition: Addition,
+    ) -> BoxFuture<'a, Result<Added, BackendError>> {
+        Box::pin(Strategy::add(self, ctx, addition))
     }
 
     fn repair<'a>(

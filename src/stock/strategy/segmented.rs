@@ -36,7 +36,7 @@ use crate::model::order::Order;
 use crate::model::product::keys::Place;
 use crate::model::product::keys::RedisCell;
 use crate::model::product::{Product, keys};
-use crate::model::seam::{BuyCtx, Mark, Outcome, Store};
+use crate::model::seam::{Added, Addition, BuyCtx, Mark, Outcome, Store};
 use crate::stock::limit;
 use crate::stock::lock::{Acquired, Lock, Token, Waiting};
 use crate::stock::store::redis_store::RedisStore;
@@ -175,6 +175,19 @@ impl Strategy for Segmented {
             back += locked::under_lock(&lock, ctx, put).await?;
         }
         Ok(back)
+    }
+
+    /// Under the lock of the segment the addition goes to.
+    async fn add(&self, ctx: &BuyCtx<'_>, addition: Addition) -> Result<Added, BackendError> {
+        let k = ctx.store.cell_of(addition.id);
+        let lock = SegmentLock {
+            key: keys::segment_lock(
+                ctx.product.id,
+                k as u32,
+                ctx.product.settings.segments.max(1),
+            ),
+        };
+        locked::under_lock(&lock, ctx, ctx.store.add(ctx, k, addition)).await
     }
 
     /// Under every segment's lock, taken in order: no sale and no
