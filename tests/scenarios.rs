@@ -818,3 +818,31 @@ fn abandoned_carts_cycle_the_stock_until_every_unit_is_paid() {
         assert_eq!(r.row.history_ok, Some(true), "{r:?}");
     }
 }
+
+#[test]
+fn a_paused_or_closed_sale_sells_to_nobody_sent_after_the_answer_and_loses_nothing() {
+    let rows = scenario("pause-resume");
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for r in &rows {
+        let window = r.window.as_ref().expect("the stretches");
+        assert!(window.operator_ok, "{r:?}");
+        assert_eq!((window.sold_paused, window.sold_closed), (0, 0), "{r:?}");
+        assert!(
+            window.refused_paused > 0 && window.refused_closed > 0,
+            "{r:?}"
+        );
+        assert!(window.sold_open > 0 && window.sold_resumed > 0, "{r:?}");
+        assert_eq!(r.row.oversold, 0, "{r:?}");
+        assert_eq!(r.row.history_ok, Some(true), "{r:?}");
+    }
+    // Holds made before the close are paid after it.
+    let held = rows
+        .iter()
+        .find(|r| r.variant.ends_with("+holds"))
+        .expect("a row with holds");
+    let window = held.window.as_ref().expect("the stretches");
+    assert_eq!(
+        window.paid_after_close as i64, held.row.client_ok,
+        "{held:?}"
+    );
+}

@@ -10,6 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::instance::auth::token::{AUDIENCE, Key, Signer};
+use crate::model::product::operation::{WindowAction, WindowRequest};
 use crate::model::product::{StoreKind, now_ms};
 use crate::orders::ledger::Ledger;
 
@@ -348,6 +349,48 @@ impl Gateway {
             "restock of {id} failed: {status} {text}"
         );
         Ok(serde_json::from_str(&text)?)
+    }
+
+    /// Pauses, resumes or closes product `id`'s sale: the answer's status
+    /// and code (status 0 when none came).
+    pub async fn window(&self, id: i64, action: WindowAction) -> Answer {
+        let Ok(response) = self.window_request(id, action).send().await else {
+            return Answer::unanswered();
+        };
+        let status = response.status().as_u16();
+        match response.bytes().await {
+            Ok(body) => Answer::of_reply(status, None, &body),
+            Err(_) => Answer::unanswered(),
+        }
+    }
+
+    /// [`Gateway::window`], the 200's body read: an error for any other
+    /// answer.
+    pub async fn window_answer(
+        &self,
+        id: i64,
+        action: WindowAction,
+    ) -> anyhow::Result<crate::sale::window::WindowMoved> {
+        let response = self
+            .window_request(id, action)
+            .send()
+            .await
+            .context("moving a sale window")?;
+        let status = response.status();
+        let text = response.text().await?;
+        anyhow::ensure!(
+            status.is_success(),
+            "{} of {id} failed: {status} {text}",
+            action.as_str()
+        );
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    fn window_request(&self, id: i64, action: WindowAction) -> reqwest::RequestBuilder {
+        self.http
+            .post(format!("{}/admin/products/{id}/window", self.base))
+            .bearer_auth(&self.admin_token)
+            .json(&WindowRequest { action })
     }
 
     /// One buy as `user`.

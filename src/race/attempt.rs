@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::judge::check::history::{Completion, Event, Op};
 use crate::lab::client::{Answer, Gateway, OrderAction};
+use crate::model::product::operation::WindowAction;
 
 /// One request as the driver saw it (a buy, or a later step of its
 /// order): who, when, and the answer.
@@ -64,6 +65,21 @@ impl Attempt {
             took: sent.elapsed(),
             answer,
             units: Some(units),
+        }
+    }
+
+    /// Pauses, resumes or closes `product`'s sale as the operator, timed:
+    /// a window line of the history.
+    pub async fn window(target: &Gateway, product: i64, action: WindowAction) -> Self {
+        let sent = Instant::now();
+        let answer = target.window(product, action).await;
+        Self {
+            op: Op::of_window(action),
+            buyer: "operator".into(),
+            sent,
+            took: sent.elapsed(),
+            answer,
+            units: None,
         }
     }
 

@@ -161,7 +161,7 @@ impl LifeOutcome {
         for attempt in attempts {
             let ok = attempt.answer.status == 200;
             match attempt.op {
-                Op::Buy | Op::Restock => {}
+                Op::Buy | Op::Restock | Op::Pause | Op::Resume | Op::Close => {}
                 Op::Pay if ok => life.pays_ok += 1,
                 Op::Pay => {
                     let expired = attempt.answer.code.as_deref() == Some("expired");

@@ -239,9 +239,29 @@ pub fn render_scenarios(rows: &[ScenarioRow]) -> String {
                     )
                 })
                 .unwrap_or_default();
+            let window = r
+                .window
+                .as_ref()
+                .map(|w| {
+                    format!(
+                        " / window: sold open={} resumed={} paused={} closed={}; refused paused={} closed={}; paid after close={}",
+                        w.sold_open,
+                        w.sold_resumed,
+                        w.sold_paused,
+                        w.sold_closed,
+                        w.refused_paused,
+                        w.refused_closed,
+                        w.paid_after_close
+                    )
+                })
+                .unwrap_or_default();
             (
                 cells,
-                format!("{} / {}{masters}{reconciled}", r.expected, errors(&r.row)),
+                format!(
+                    "{} / {}{masters}{reconciled}{window}",
+                    r.expected,
+                    errors(&r.row)
+                ),
             )
         })
         .collect();

@@ -183,17 +183,19 @@ async fn listen_once(client: &MainRedis, memory: &Memory) -> Result<(), BackendE
         let Ok(id) = id.parse::<i64>() else {
             continue;
         };
-        // `restocked:{token}`: units went back on sale, so only the
-        // flag goes; a bare token: a reset, so everything of it goes.
-        let token = match token.strip_prefix(RESTOCKED) {
-            Some(token) => {
-                memory.sold_out.clear(id);
-                token
-            }
-            None => {
-                memory.forget(id);
-                token
-            }
+        // `restocked-{token}`: units went back on sale, so only the
+        // flag goes; `moved-{token}`: its settings changed (the window),
+        // so only the copy goes; a bare token: a reset, so everything of
+        // it goes.
+        let token = if let Some(token) = token.strip_prefix(RESTOCKED) {
+            memory.sold_out.clear(id);
+            token
+        } else if let Some(token) = token.strip_prefix(MOVED) {
+            memory.products.forget(id);
+            token
+        } else {
+            memory.forget(id);
+            token
         };
         let key = ack_key(token);
         redis::pipe()
@@ -211,12 +213,33 @@ async fn listen_once(client: &MainRedis, memory: &Memory) -> Result<(), BackendE
 /// the product's sold-out flags go (nothing else is forgotten).
 const RESTOCKED: &str = "restocked-";
 
+/// The prefix of a settings change's token: the product's copies go
+/// (its flags and waves stay).
+const MOVED: &str = "moved-";
+
 /// Tells every instance that units of `id` went back on sale and waits
 /// until each one that received the message has cleared its sold-out
 /// flag (a give-back, an addition). Returns how many did.
 pub async fn broadcast_restock(conn: &mut RedisConn, id: i64) -> Result<usize, BackendError> {
     let token = format!("{RESTOCKED}{}", Uuid::new_v4().simple());
-    broadcast(conn, id, &token, "restock").await
+    Ok(broadcast(conn, id, &token, "restock").await?.acked)
+}
+
+/// Tells every instance that the settings of `id` changed (its window
+/// moved) and waits until each one that received the message has
+/// forgotten its copy of the product.
+pub async fn broadcast_moved(conn: &mut RedisConn, id: i64) -> Result<Told, BackendError> {
+    let token = format!("{MOVED}{}", Uuid::new_v4().simple());
+    broadcast(conn, id, &token, "window").await
+}
+
+/// How many instances heard a broadcast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Told {
+    /// Subscribers Redis delivered the message to.
+    pub receivers: usize,
+    /// Those that acknowledged in time.
+    pub acked: usize,
 }
 
 fn ack_key(token: &str) -> String {
@@ -227,7 +250,7 @@ fn ack_key(token: &str) -> String {
 /// received the message has cleared its flag. Returns how many did.
 pub async fn broadcast_reset(conn: &mut RedisConn, id: i64) -> Result<usize, BackendError> {
     let token = Uuid::new_v4().simple().to_string();
-    broadcast(conn, id, &token, "reset").await
+    Ok(broadcast(conn, id, &token, "reset").await?.acked)
 }
 
 /// Publishes `id:token` and waits for the receivers' acknowledgements.
@@ -236,9 +259,12 @@ async fn broadcast(
     id: i64,
     token: &str,
     what: &str,
-) -> Result<usize, BackendError> {
+) -> Result<Told, BackendError> {
     let receivers: usize = conn.publish(RESETS, format!("{id}:{token}")).await?;
-    let key = ack_key(token.strip_prefix(RESTOCKED).unwrap_or(token));
+    let bare = [RESTOCKED, MOVED]
+        .iter()
+        .find_map(|prefix| token.strip_prefix(prefix));
+    let key = ack_key(bare.unwrap_or(token));
     let started = Instant::now();
     let mut acked = 0;
     // Each acknowledgement is one element: BLPOP returns as soon as one
@@ -258,7 +284,7 @@ async fn broadcast(
             "not every instance acknowledged"
         );
     }
-    Ok(acked)
+    Ok(Told { receivers, acked })
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod product_store;
 pub mod reservation;
 mod settle;
 pub mod waves;
+pub mod window;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +33,7 @@ use crate::backends::failure::BackendError;
 use crate::backends::lane::LaneConn;
 use crate::model::error::ApiError;
 use crate::model::order::Order;
-use crate::model::product::{Product, Window, keys};
+use crate::model::product::{Product, keys};
 use crate::model::telemetry;
 use crate::sale::hidden::Valid;
 use crate::sale::idempotency::{Claim, Claimed, Keyed, Sold};
@@ -235,16 +236,7 @@ impl Shop {
     /// on one (returned), and, with pre-booking, the buyer holds a
     /// reservation for this reset of it.
     fn admit(&self, product: &Product, purchase: &Purchase) -> Result<Option<Valid>, ApiError> {
-        match product.settings.window(self.backends.clock.now_ms()) {
-            Window::Open => {}
-            Window::NotStarted(ms) => {
-                return Err(ApiError::NotStarted {
-                    starts_in: Duration::from_millis(ms),
-                    opens_at_ms: product.settings.opens_at_ms,
-                });
-            }
-            Window::Ended => return Err(ApiError::Ended),
-        }
+        product.settings.admits(self.backends.clock.now_ms())?;
         let path = self.path_of(product, purchase)?;
         let token = purchase.reservation.as_deref().unwrap_or_default();
         let (id, epoch) = (product.id, product.epoch);

@@ -260,6 +260,77 @@ pub async fn all(backends: &Backends) -> Result<Vec<Product>, BackendError> {
     Ok(rows.into_iter().map(into_product).collect())
 }
 
+/// A product's settings as rewritten by [`rewrite_settings`].
+pub struct Rewritten {
+    /// The product now.
+    pub product: Product,
+    /// Whether anything changed (else nothing was written).
+    pub changed: bool,
+}
+
+/// Rewrites the settings of reset `epoch` of product `id` as `change`
+/// says (`None`: leave them), in the authoritative row and in Redis's
+/// copy, without a reset: its stock, orders and epoch stay. `Ok(None)`:
+/// the product is gone or at another reset (one came in between).
+///
+/// `change` sees the locked row, not a copy. The row stays locked until
+/// Redis holds the new copy, so a reset, which locks the row first,
+/// writes its copy after this one; and `epoch` is the one the caller
+/// read from Redis's copy, so a reset that committed but has not yet
+/// written its copy (which this one would precede) is caught here.
+pub async fn rewrite_settings<E: From<BackendError>>(
+    backends: &Backends,
+    id: i64,
+    epoch: i64,
+    change: impl FnOnce(&Product) -> Result<Option<Settings>, E>,
+) -> Result<Option<Rewritten>, E> {
+    let mut tx = backends.pg.begin().await.map_err(BackendError::from)?;
+    let row: Option<ProductRow> = sqlx::query_as(concat!(select_one!(), " FOR UPDATE"))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(BackendError::from)?;
+    let Some(mut product) = row.map(into_product).filter(|p| p.epoch == epoch) else {
+        return Ok(None);
+    };
+    let Some(settings) = change(&product)? else {
+        return Ok(Some(Rewritten {
+            product,
+            changed: false,
+        }));
+    };
+    product.settings = settings;
+    write_settings(backends, tx, &product).await?;
+    Ok(Some(Rewritten {
+        product,
+        changed: true,
+    }))
+}
+
+/// [`rewrite_settings`]'s writes, in the transaction that locked the row.
+async fn write_settings(
+    backends: &Backends,
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    product: &Product,
+) -> Result<(), BackendError> {
+    sqlx::query("UPDATE products SET settings = $2 WHERE id = $1")
+        .bind(product.id)
+        .bind(sqlx::types::Json(product.settings))
+        .execute(&mut *tx)
+        .await?;
+    let mut conn = backends.redis.get().await?;
+    let () = conn
+        .set(keys::product(product.id), to_json(product))
+        .await?;
+    if let Err(error) = tx.commit().await {
+        // Whether it committed is unknown: the copy goes, and is refilled
+        // from the row, whichever settings it holds.
+        let _: Result<(), _> = conn.del(keys::product(product.id)).await;
+        return Err(error.into());
+    }
+    Ok(())
+}
+
 /// Creates or resets a product: a new epoch, fresh stock laid out as its
 /// strategy wants it, its orders deleted and, in every backend, whatever
 /// any strategy keeps for it (each declares its [`Footprint`]), so a

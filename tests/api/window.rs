@@ -118,3 +118,140 @@ async fn buyers_who_come_early_return_at_the_opening_and_the_table_shows_the_rus
         "{opening:?}"
     );
 }
+
+/// `POST /admin/products/{id}/window`: a pause answers once neither
+/// instance sells (each judged by its own copy of the product), a resume
+/// sells again, a close ends the sale for good; none of them touches the
+/// stock or an order, and a hold made before the close is paid after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_paused_resumed_and_closed_keeps_its_orders_and_holds() {
+    use seckill::lab::client::OrderAction;
+    use seckill::model::product::operation::WindowAction::{Close, Pause, Resume};
+    let lab = shared();
+    let gateway = lab.gateway();
+    let urls: Vec<String> = lab.info.instances.iter().map(|i| i.url.clone()).collect();
+    gateway
+        .reset(
+            1911,
+            &json!({"stock": 5, "strategy": "redis-lua", "pay_within_ms": 60_000}),
+        )
+        .await
+        .expect("reset");
+    // Both instances hold a copy of the product from a sale each.
+    let mut holds = Vec::new();
+    for (i, url) in urls.iter().enumerate() {
+        let (status, _, body) = raw_buy(url, 1911, &format!("open-{i}"), None).await;
+        assert_eq!(status, 200, "{body}");
+        holds.push((body["order_id"].as_str().expect("an order").to_owned(), i));
+    }
+    let paused = gateway.window_answer(1911, Pause).await.expect("pause");
+    assert!(paused.changed && paused.paused, "{paused:?}");
+    for url in &urls {
+        let (status, retry_after, body) = raw_buy(url, 1911, "paused", None).await;
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(body["error"]["code"], "not_started", "{body}");
+        assert!(body["error"]["seconds_left"].is_null(), "{body}");
+        assert_eq!(retry_after, Some(1));
+    }
+    let again = gateway.window_answer(1911, Pause).await.expect("pause");
+    assert!(
+        !again.changed,
+        "a second pause changed something: {again:?}"
+    );
+    let resumed = gateway.window_answer(1911, Resume).await.expect("resume");
+    assert!(resumed.changed && !resumed.paused, "{resumed:?}");
+    let (status, _, body) = raw_buy(&urls[1], 1911, "resumed", None).await;
+    assert_eq!(status, 200, "{body}");
+    let closed = gateway.window_answer(1911, Close).await.expect("close");
+    assert!(closed.changed, "{closed:?}");
+    assert!(closed.closes_at_ms > 0 && closed.closes_at_ms <= closed.at_ms);
+    for url in &urls {
+        let (status, _, body) = raw_buy(url, 1911, "closed", None).await;
+        assert_eq!((status, &body["error"]["code"]), (410, &json!("ended")));
+    }
+    for action in [Pause, Resume] {
+        let refused = gateway.window(1911, action).await;
+        assert_eq!(
+            (refused.status, refused.code.as_deref()),
+            (410, Some("ended"))
+        );
+    }
+    let closed_again = gateway.window_answer(1911, Close).await.expect("close");
+    assert!(!closed_again.changed, "{closed_again:?}");
+    // The holds made before the close are paid after it.
+    for (order, i) in holds {
+        let order = order.parse().expect("a uuid");
+        let paid = gateway
+            .order(OrderAction::Pay, order, &format!("open-{i}"))
+            .await;
+        assert_eq!((paid.status, paid.said.as_str()), (200, "paid"), "{paid:?}");
+    }
+    let ledger = gateway.ledger(1911).await.expect("ledger");
+    assert_eq!(
+        (ledger.initial, ledger.sold, ledger.remaining, ledger.paid),
+        (5, 3, 2, 2),
+        "{ledger:?}"
+    );
+}
+
+#[tokio::test]
+async fn bad_window_requests_are_refused_and_change_nothing() {
+    let lab = shared();
+    let base = &lab.info.gateway_url;
+    lab.gateway()
+        .reset(1912, &json!({"stock": 2, "strategy": "db-atomic"}))
+        .await
+        .expect("reset");
+    let send = |id: i64, token: Option<&str>, body: &'static str| {
+        let mut request = http()
+            .post(format!("{base}/admin/products/{id}/window"))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let response = request.send().await.expect("an answer");
+            let status = response.status().as_u16();
+            let body: serde_json::Value = response.json().await.expect("a JSON body");
+            (
+                status,
+                body["error"]["code"].as_str().unwrap_or("").to_owned(),
+            )
+        }
+    };
+    let token = Some(lab.info.admin_token.as_str());
+    let cases = [
+        (
+            send(1912, None, r#"{"action":"pause"}"#).await,
+            401,
+            "unauthorized",
+        ),
+        (
+            send(1912, Some("nope"), r#"{"action":"pause"}"#).await,
+            403,
+            "forbidden",
+        ),
+        (
+            send(1912, token, r#"{"action":"open"}"#).await,
+            400,
+            "bad_request",
+        ),
+        (
+            send(1912, token, r#"{"action":"pause","at":1}"#).await,
+            400,
+            "bad_request",
+        ),
+        (send(1912, token, "").await, 400, "bad_request"),
+        (
+            send(991_912, token, r#"{"action":"pause"}"#).await,
+            404,
+            "unknown_product",
+        ),
+    ];
+    for (i, ((status, code), want, want_code)) in cases.into_iter().enumerate() {
+        assert_eq!((status, code.as_str()), (want, want_code), "case {i}");
+    }
+    let (status, _, body) = raw_buy(base, 1912, "still-open", None).await;
+    assert_eq!(status, 200, "{body}");
+}

@@ -254,6 +254,7 @@ mod tests {
             "PUT /admin/products/{id}",
             "POST /admin/reconcile",
             "POST /admin/products/{id}/restock",
+            "POST /admin/products/{id}/window",
             "GET /strategies",
             "GET /healthz",
             "GET /readyz",

@@ -17,7 +17,7 @@ use super::answers::{BuyerLimited, Unavailable, UnknownProduct};
 use super::params::{BuyerHeader, ProductId};
 use crate::instance::auth::{Buyer, UserQuery};
 use crate::model::error::{ApiError, ErrorBody};
-use crate::model::product::{Product, Window};
+use crate::model::product::Product;
 use crate::sale::hidden;
 use crate::sale::product_store;
 
@@ -69,16 +69,7 @@ pub async fn issue(
         return Err(ApiError::NoPath);
     }
     let now = app.backends().clock.now_ms();
-    match product.settings.window(now) {
-        Window::Open => {}
-        Window::NotStarted(ms) => {
-            return Err(ApiError::NotStarted {
-                starts_in: std::time::Duration::from_millis(ms),
-                opens_at_ms: product.settings.opens_at_ms,
-            });
-        }
-        Window::Ended => return Err(ApiError::Ended),
-    }
+    product.settings.admits(now)?;
     let keys = &app.shop().reservations;
     let issued = hidden::issue(keys, id, product.epoch, &buyer, now);
     Ok(Json(BuyPath {

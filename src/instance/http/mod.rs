@@ -213,6 +213,7 @@ fn routes(state: Option<&AppState>) -> OpenApiRouter<AppState> {
         .routes(routes!(admin::reset).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)))
         .routes(routes!(admin::reconcile))
         .routes(routes!(operate::restock).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)))
+        .routes(routes!(operate::window).layer(DefaultBodyLimit::max(ADMIN_BODY_LIMIT)))
         .routes(routes!(meta::strategies))
         .routes(routes!(meta::healthz))
         .routes(routes!(meta::readyz))

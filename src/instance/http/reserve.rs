@@ -10,7 +10,6 @@ use super::answers::{BuyerUnauthorized, SaleLimited, Unavailable, UnknownProduct
 use super::params::{BuyerHeader, ProductId};
 use crate::instance::auth::{Buyer, UserQuery};
 use crate::model::error::{ApiError, ErrorBody};
-use crate::model::product::Window;
 use crate::sale::product_store;
 
 /// A reservation: what the buyer sends back as `X-Reservation` when the
@@ -65,10 +64,7 @@ pub async fn reserve(
             "this product takes no reservations: anyone may buy when it opens",
         ));
     }
-    if !matches!(
-        product.settings.window(app.backends().clock.now_ms()),
-        Window::NotStarted(_)
-    ) {
+    if !product.settings.reservable(app.backends().clock.now_ms()) {
         return Err(ApiError::NotReservable(
             "reservations closed when the sale opened",
         ));

@@ -11,6 +11,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use crate::model::product::StoreKind;
+use crate::model::product::operation::WindowAction;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -59,6 +60,24 @@ pub enum Op {
     /// `POST /admin/products/{id}/restock`: units added to the live sale
     /// (`units`), on sale from its start at the earliest.
     Restock,
+    /// `POST /admin/products/{id}/window`, `pause`: from its 200 on, no
+    /// buy sent is sold until a resume.
+    Pause,
+    /// The same, `resume`: buys sell again, from its start at the earliest.
+    Resume,
+    /// The same, `close`: from its 200 on, no buy sent is sold.
+    Close,
+}
+
+impl Op {
+    /// The history line of a window `action`.
+    pub fn of_window(action: WindowAction) -> Self {
+        match action {
+            WindowAction::Pause => Self::Pause,
+            WindowAction::Resume => Self::Resume,
+            WindowAction::Close => Self::Close,
+        }
+    }
 }
 
 impl Op {

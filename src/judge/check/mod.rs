@@ -12,6 +12,8 @@
 //! - no buyer has more orders than requests that sold or may have
 //!   (`replayed`: a request sold twice, as a gateway replaying a POST on
 //!   another instance would);
+//! - no buy sent after a pause or a close answered is sold
+//!   (`sold_while_paused`, `sold_after_close`; the `window` module);
 //!
 //! and a race of a safe strategy also to:
 //! - sold ≤ initial (`oversold`);
@@ -40,6 +42,7 @@
 //! reconcile` as a counter above its truth).
 
 pub mod history;
+mod window;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -67,6 +70,8 @@ pub const UNIVERSAL: &[&str] = &[
     "pay_ok_unpaid",
     "paid_without_pay",
     "given_back_then_paid",
+    "sold_while_paused",
+    "sold_after_close",
 ];
 
 /// Whether a row's violations break only the rules a strategy may break
@@ -384,6 +389,7 @@ fn judge(race: &RaceHistory, orders: &[Order]) -> Verdict {
         .sum();
     violations.count("replayed", replayed);
     life_rules(orders, &seen, &mut violations);
+    window::window_rules(&race.events, &mut violations);
 
     let info = &race.race;
     let peak_kept = peak_keeping(info, orders, &seen);

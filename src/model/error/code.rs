@@ -159,7 +159,8 @@ impl ErrorCode {
             }
             Self::Forbidden => "a wrong admin token",
             Self::NotStarted => {
-                "the sale window opens in `seconds_left` s (also `Retry-After`), at `opens_at_ms`"
+                "the sale window opens in `seconds_left` s (also `Retry-After`), at `opens_at_ms`; \
+                 without them, the sale is paused (`Retry-After: 1`)"
             }
             Self::NotReserved => {
                 "a pre-booked product, and no reservation of this buyer's on this reset"

@@ -86,6 +86,11 @@ pub enum ApiError {
         /// counts down to the moment rather than to the next second.
         opens_at_ms: u64,
     },
+    /// 403 `not_started`: the operator paused the sale. A buyer is told
+    /// what it is told before an opening (its client needs nothing new),
+    /// without the seconds left: nobody knows when it resumes.
+    #[error("the sale is paused; it resumes when its operator resumes it")]
+    Paused,
     /// 410: the product's sale window has closed.
     #[error("the sale has ended")]
     Ended,
@@ -263,7 +268,7 @@ impl ApiError {
             Self::Forbidden => ErrorCode::Forbidden,
             Self::BadPath(_) => ErrorCode::BadPath,
             Self::NoPath => ErrorCode::NoPath,
-            Self::NotStarted { .. } => ErrorCode::NotStarted,
+            Self::NotStarted { .. } | Self::Paused => ErrorCode::NotStarted,
             Self::Ended => ErrorCode::Ended,
             Self::NotReserved => ErrorCode::NotReserved,
             Self::NotReservable(_) => ErrorCode::NotReservable,
@@ -343,6 +348,7 @@ impl IntoResponse for ApiError {
                 next_in: retry_after,
                 ..
             } => Some(*retry_after),
+            Self::Paused => Some(Duration::from_secs(1)),
             _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(Duration::from_secs(1)),
             _ => None,
         };

@@ -58,11 +58,13 @@ pub enum Scenario {
     BackendSlowdown,
     /// `restock`.
     Restock,
+    /// `pause-resume`.
+    PauseResume,
 }
 
 impl Scenario {
     /// Every scenario, in the order `--scenario all` runs them.
-    pub const ALL: [Self; 24] = [
+    pub const ALL: [Self; 25] = [
         Self::Contention,
         Self::TwoInstancesLocalLock,
         Self::LeaseExpiry,
@@ -87,6 +89,7 @@ impl Scenario {
         Self::ClockSkew,
         Self::BackendSlowdown,
         Self::Restock,
+        Self::PauseResume,
     ];
 
     /// Its name on the command line and in the reports.
@@ -116,6 +119,7 @@ impl Scenario {
             Self::ClockSkew => "clock-skew",
             Self::BackendSlowdown => "backend-slowdown",
             Self::Restock => "restock",
+            Self::PauseResume => "pause-resume",
         }
     }
 
@@ -193,6 +197,9 @@ impl Scenario {
             }
             Self::Restock => {
                 "stock added to a live sale, while buyers race, is sold exactly once with the rest: none oversold, none lost, a retried addition added once"
+            }
+            Self::PauseResume => {
+                "a live sale paused, resumed and closed early without a reset: once the operator's request answers, no instance sells under the old window; nothing sold or held is lost"
             }
         }
     }

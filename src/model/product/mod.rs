@@ -189,6 +189,27 @@ mod tests {
     }
 
     #[test]
+    fn a_paused_sale_is_paused_until_it_closes() {
+        let paused = Settings {
+            opens_at_ms: 1_000,
+            closes_at_ms: 5_000,
+            paused: true,
+            ..Settings::default()
+        };
+        assert_eq!(
+            paused.window(0),
+            Window::Paused,
+            "the opening will not open it"
+        );
+        assert_eq!(paused.window(2_000), Window::Paused);
+        assert_eq!(paused.window(5_000), Window::Ended);
+        assert!(paused.reservable(999), "reservations before the opening");
+        assert!(!paused.reservable(1_000));
+        let refused = paused.admits(2_000).expect_err("a paused sale sells");
+        assert_eq!(refused.code(), crate::model::error::ErrorCode::NotStarted);
+    }
+
+    #[test]
     fn waves_come_due_one_interval_apart_from_the_opening() {
         let waves = Settings {
             opens_at_ms: 1_000,

@@ -1,5 +1,6 @@
 //! What an admin may change of a live sale without a reset, as request
-//! bodies: units added (`POST /admin/products/{id}/restock`). A reset
+//! bodies: units added (`POST /admin/products/{id}/restock`), the sale
+//! paused, resumed or closed (`POST /admin/products/{id}/window`). A reset
 //! starts the sale over (a new epoch, its orders gone); these keep every
 //! order and move only what they name.
 
@@ -38,6 +39,39 @@ impl RestockRequest {
     }
 }
 
+/// What `POST /admin/products/{id}/window` does to the sale window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowAction {
+    /// Stops taking buys (403 `not_started`) until resumed; orders,
+    /// holds and stock stay as they are.
+    Pause,
+    /// Takes buys again, inside the window.
+    Resume,
+    /// Ends the sale now, on the shared clock (410 `ended` from then):
+    /// for good, as a `closes_at_ms` reached; held orders may still be paid.
+    Close,
+}
+
+impl WindowAction {
+    /// The action's name, as sent and logged.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pause => "pause",
+            Self::Resume => "resume",
+            Self::Close => "close",
+        }
+    }
+}
+
+/// The body of `POST /admin/products/{id}/window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WindowRequest {
+    /// What to do.
+    pub action: WindowAction,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +89,18 @@ mod tests {
             };
             assert!(request.validate().is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn a_window_action_is_one_of_three() {
+        let parse = |body: &str| serde_json::from_str::<WindowRequest>(body);
+        assert_eq!(
+            parse(r#"{"action": "pause"}"#).unwrap().action,
+            WindowAction::Pause
+        );
+        assert!(parse(r#"{"action": "Pause"}"#).is_err());
+        assert!(parse(r#"{"action": "open"}"#).is_err());
+        assert!(parse(r#"{"action": "close", "at_ms": 1}"#).is_err());
+        assert!(parse("{}").is_err());
     }
 }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::hold_terms::Giveback;
-use crate::model::error::Invalid;
+use crate::model::error::{ApiError, Invalid};
 
 /// Upper bound of every millisecond knob: a minute is already absurd for
 /// simulated work and keeps a typo from parking a request for hours.
@@ -182,6 +182,12 @@ pub struct Settings {
     #[schema(minimum = 0, maximum = 32_503_680_000_000_u64)]
     #[serde(deserialize_with = "super::whole_number")]
     pub closes_at_ms: u64,
+    /// The sale is paused: inside its window a buy is refused with 403
+    /// `not_started` (no `seconds_left`: nobody knows when it resumes),
+    /// touching no backend, until `POST /admin/products/{id}/window`
+    /// resumes it. Usually set by that operation on a live sale; a reset
+    /// may start a sale paused, to open it by hand.
+    pub paused: bool,
     /// Pre-booking: until `opens_at_ms` (which it needs) buyers reserve
     /// with `POST /stock/{id}/reserve`; from the opening only a buyer
     /// holding a reservation may buy (403 `not_reserved` otherwise).
@@ -245,6 +251,8 @@ pub enum Window {
     Open,
     /// The sale opens in this many ms.
     NotStarted(u64),
+    /// The operator paused the sale; nobody knows until when.
+    Paused,
     /// The sale has closed.
     Ended,
 }
@@ -264,6 +272,7 @@ impl Default for Settings {
             per_user_limit: 0,
             opens_at_ms: 0,
             closes_at_ms: 0,
+            paused: false,
             prebooking: false,
             hidden_path: false,
             waves: 1,
@@ -351,13 +360,37 @@ impl Settings {
     /// Callers pass the shared clock's time (`backends.clock`, Redis's
     /// TIME read once a second), so every instance judges the opening at
     /// the same moment whatever its own clock says.
+    /// A closed sale is `Ended` even when paused, and a paused one
+    /// `Paused` even before its opening: the opening will not open it.
     pub fn window(&self, now_ms: u64) -> Window {
-        if now_ms < self.opens_at_ms {
-            Window::NotStarted(self.opens_at_ms - now_ms)
-        } else if self.closes_at_ms != 0 && now_ms >= self.closes_at_ms {
+        if self.closes_at_ms != 0 && now_ms >= self.closes_at_ms {
             Window::Ended
+        } else if self.paused {
+            Window::Paused
+        } else if now_ms < self.opens_at_ms {
+            Window::NotStarted(self.opens_at_ms - now_ms)
         } else {
             Window::Open
         }
+    }
+
+    /// Whether buys at `now_ms` (the shared clock's) are taken; the
+    /// refusal a buyer gets otherwise.
+    pub fn admits(&self, now_ms: u64) -> Result<(), ApiError> {
+        match self.window(now_ms) {
+            Window::Open => Ok(()),
+            Window::NotStarted(ms) => Err(ApiError::NotStarted {
+                starts_in: std::time::Duration::from_millis(ms),
+                opens_at_ms: self.opens_at_ms,
+            }),
+            Window::Paused => Err(ApiError::Paused),
+            Window::Ended => Err(ApiError::Ended),
+        }
+    }
+
+    /// Whether reservations are taken at `now_ms`: before the opening,
+    /// paused or not, and not after a close.
+    pub fn reservable(&self, now_ms: u64) -> bool {
+        now_ms < self.opens_at_ms && self.window(now_ms) != Window::Ended
     }
 }

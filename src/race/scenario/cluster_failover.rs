@@ -266,5 +266,6 @@ fn judged(row: Row, how: How, variant: &str, on_victim: i64, fix: Fix) -> Scenar
         cut: None,
         reconciled: fix.reconciled,
         slowdown: None,
+        window: None,
     }
 }

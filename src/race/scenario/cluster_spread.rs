@@ -145,6 +145,7 @@ fn judged(
         cut: None,
         reconciled: None,
         slowdown: None,
+        window: None,
     }
 }
 

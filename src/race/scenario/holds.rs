@@ -118,6 +118,7 @@ impl Ctx {
             cut: None,
             reconciled,
             slowdown: None,
+            window: None,
         })
     }
 }

@@ -22,6 +22,7 @@ mod late_payment;
 mod lease_expiry;
 mod local_lock;
 mod partition;
+mod pause_resume;
 mod pg_restart;
 mod power_cut;
 mod rate_limit;
@@ -83,6 +84,10 @@ pub struct ScenarioRow {
     /// against the slowed path's capacity, and the rest of its numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowdown: Option<slowdown_tally::SlowdownOutcome>,
+    /// `pause-resume`'s rows: what the buyers of each stretch of the
+    /// window were told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<pause_resume::Phases>,
 }
 
 /// Whether `row` shows what `expect` predicts (and is honest: every 200 a
@@ -313,6 +318,7 @@ fn judge(row: Row, scenario: Scenario, variant: &str, expect: Expect) -> Scenari
         cut: None,
         reconciled: None,
         slowdown: None,
+        window: None,
     }
 }
 
@@ -363,6 +369,7 @@ async fn stage(scenario: Scenario, ctx: &mut Ctx) -> anyhow::Result<Vec<Scenario
         Scenario::ClockSkew => clock_skew::run(ctx).await,
         Scenario::BackendSlowdown => backend_slowdown::run(ctx).await,
         Scenario::Restock => restock::run(ctx).await,
+        Scenario::PauseResume => pause_resume::run(ctx).await,
     }
 }
 

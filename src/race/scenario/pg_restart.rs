@@ -105,6 +105,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
                     cut: None,
                     reconciled: None,
                     slowdown: None,
+                    window: None,
                 });
             }
         }

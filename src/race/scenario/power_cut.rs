@@ -199,6 +199,7 @@ async fn cut_mid_sale(
             }),
             reconciled: None,
             slowdown: None,
+            window: None,
         });
     }
     Ok(rows)

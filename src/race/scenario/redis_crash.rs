@@ -162,6 +162,7 @@ impl Crash {
             cut: None,
             reconciled: self.reconciled,
             slowdown: None,
+            window: None,
         }
     }
 }
