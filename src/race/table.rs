@@ -244,14 +244,15 @@ pub fn render_scenarios(rows: &[ScenarioRow]) -> String {
                 .as_ref()
                 .map(|w| {
                     format!(
-                        " / window: sold open={} resumed={} paused={} closed={}; refused paused={} closed={}; paid after close={}",
+                        " / window: sold open={} resumed={} paused={} closed={}; refused paused={} closed={}; paid after close={}; pause/resume/close took {:?} ms",
                         w.sold_open,
                         w.sold_resumed,
                         w.sold_paused,
                         w.sold_closed,
                         w.refused_paused,
                         w.refused_closed,
-                        w.paid_after_close
+                        w.paid_after_close,
+                        w.operator_ms
                     )
                 })
                 .unwrap_or_default();

@@ -1,9 +1,11 @@
 //! `pause-resume`: a live sale paused, resumed and closed early through
 //! the gateway while buyers race, without a reset. Buyers arrive
-//! [`PACE_MS`] apart for [`BUYERS`] × [`PACE_MS`]; the operator pauses at
-//! [`PAUSE_AT_MS`], resumes at [`RESUME_AT_MS`] and closes at
-//! [`CLOSE_AT_MS`]. One lock-free Redis strategy, the database's atomic
-//! update on both stores, segments and a Redis lock, each on its own
+//! [`PACE_MS`] apart; [`STRETCH`] after the first, the operator pauses,
+//! [`STRETCH`] after the pause answered resumes, as long after that
+//! closes, and buyers keep coming for [`STRETCH`] after the close
+//! answered (each stretch counted from an answer, so a slow answer
+//! shortens none). One lock-free Redis strategy, the database's atomic
+//! update on both stores, segments and a row lock, each on its own
 //! product, all at once; and `redis-lua` with holds, each paid only after
 //! the close.
 //!
@@ -29,18 +31,15 @@ use crate::lab::client::Gateway;
 use crate::model::info::{Expect, Scenario};
 use crate::model::product::operation::WindowAction;
 use crate::model::product::{Settings, StoreKind};
-use crate::race::driver::{Attempt, fire, reset};
+use crate::race::driver::{Attempt, reset};
 
 /// Units: more than the buyers, so the sale never sells out and every
 /// refusal is the window's.
 const STOCK: i64 = 1_000;
-/// Buyers, one every [`PACE_MS`]: a 2.4 s race.
-const BUYERS: usize = 240;
+/// One buyer every this many ms.
 const PACE_MS: u64 = 10;
-/// The operator's moments after the first buyer.
-const PAUSE_AT_MS: u64 = 600;
-const RESUME_AT_MS: u64 = 1_200;
-const CLOSE_AT_MS: u64 = 1_800;
+/// Each stretch of the race: open, paused, resumed, closed.
+const STRETCH: Duration = Duration::from_millis(600);
 /// The holds' time to pay: long enough that every hold is still held
 /// when it is paid after the race.
 const PAY_WITHIN_MS: u64 = 30_000;
@@ -66,6 +65,9 @@ pub struct Phases {
     pub paid_after_close: u64,
     /// Each operator request answered 200.
     pub operator_ok: bool,
+    /// How long the pause, the resume and the close each took to answer,
+    /// in ms: every instance told before the 200.
+    pub operator_ms: Vec<u64>,
 }
 
 impl Phases {
@@ -92,7 +94,7 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
             ("db-atomic", StoreKind::Postgres, 0),
             ("db-atomic", StoreKind::Mysql, 0),
             ("segmented", StoreKind::Redis, 0),
-            ("redis-lock", StoreKind::Redis, 0),
+            ("db-pessimistic", StoreKind::Postgres, 0),
             ("redis-lua", StoreKind::Redis, PAY_WITHIN_MS),
         ];
         let mut products = Vec::new();
@@ -132,10 +134,14 @@ pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
 /// One product's race: paced buyers with the operator's three requests
 /// among them, then (with holds) every hold paid.
 async fn sale(gateway: &Gateway, product: i64, holds: bool) -> (Vec<Attempt>, Phases) {
-    let prefix = format!("pause-{product}");
-    let pace = Some(Duration::from_millis(PACE_MS));
-    let buyers = fire(gateway, product, &prefix, BUYERS, BUYERS, pace);
-    let (mut attempts, operator) = tokio::join!(buyers, operate(gateway, product));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let operator = async {
+        let attempts = operate(gateway, product).await;
+        tokio::time::sleep(STRETCH).await;
+        let _ = stop.send(true);
+        attempts
+    };
+    let (mut attempts, operator) = tokio::join!(buyers(gateway, product, stopped), operator);
     let mut phases = tally(&attempts, &operator);
     if holds {
         let held: Vec<_> = attempts
@@ -153,16 +159,39 @@ async fn sale(gateway: &Gateway, product: i64, holds: bool) -> (Vec<Attempt>, Ph
     (attempts, phases)
 }
 
-/// The pause, the resume and the close at their moments.
-async fn operate(gateway: &Gateway, product: i64) -> Vec<Attempt> {
-    let began = Instant::now();
+/// A buyer every [`PACE_MS`], each in flight on its own, until `stop`.
+async fn buyers(
+    gateway: &Gateway,
+    product: i64,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<Attempt> {
+    let mut pace = tokio::time::interval(Duration::from_millis(PACE_MS));
+    let mut buys = Vec::new();
+    while !*stop.borrow() {
+        pace.tick().await;
+        let buyer = format!("pause-{product}-{}", buys.len());
+        let gateway = gateway.clone();
+        buys.push(tokio::spawn(async move {
+            Attempt::make(&gateway, product, &buyer).await
+        }));
+    }
     let mut attempts = Vec::new();
-    for (at, action) in [
-        (PAUSE_AT_MS, WindowAction::Pause),
-        (RESUME_AT_MS, WindowAction::Resume),
-        (CLOSE_AT_MS, WindowAction::Close),
+    for buy in buys {
+        attempts.push(buy.await.expect("a buyer panicked"));
+    }
+    attempts
+}
+
+/// The pause, the resume and the close, each a [`STRETCH`] after the
+/// last answered.
+async fn operate(gateway: &Gateway, product: i64) -> Vec<Attempt> {
+    let mut attempts = Vec::new();
+    for action in [
+        WindowAction::Pause,
+        WindowAction::Resume,
+        WindowAction::Close,
     ] {
-        tokio::time::sleep_until((began + Duration::from_millis(at)).into()).await;
+        tokio::time::sleep(STRETCH).await;
         attempts.push(Attempt::window(gateway, product, action).await);
     }
     attempts
@@ -174,6 +203,7 @@ async fn operate(gateway: &Gateway, product: i64) -> Vec<Attempt> {
 fn tally(buys: &[Attempt], operator: &[Attempt]) -> Phases {
     let mut phases = Phases {
         operator_ok: operator.iter().all(|a| a.answer.status == 200),
+        operator_ms: operator.iter().map(|a| a.took.as_millis() as u64).collect(),
         ..Phases::default()
     };
     let [pause, resume, close] = operator else {
