@@ -225,6 +225,20 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
         },
     )
     .await;
+    // Operated live: units added to one, one paused, one closed.
+    use seckill::model::product::operation::WindowAction;
+    gateway
+        .restock_answer(1501, 5, uuid::Uuid::now_v7())
+        .await
+        .expect("restock");
+    gateway
+        .window_answer(1500, WindowAction::Pause)
+        .await
+        .expect("pause");
+    gateway
+        .window_answer(1502, WindowAction::Close)
+        .await
+        .expect("close");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // After the race: what the page drew is what /report says.
     let dom = chromium(&url, profile.path(), &["--dump-dom".to_owned()]);
@@ -262,6 +276,21 @@ async fn the_dashboard_draws_every_product_and_matches_the_report() {
     // two instances that served them (the gateway round-robins).
     let cards = drawn_cards(&dom);
     assert_eq!(cards.len(), report.len(), "{cards:?}");
+    for (id, tag) in [(1501, "restocked +5"), (1500, "paused"), (1502, "closed")] {
+        let tag = format!(r#"<span class="tag">{tag}</span>"#);
+        assert!(cards[&id].1.contains(&tag), "card {id}: {}", cards[&id].1);
+    }
+    let untouched = &cards[&1503].1;
+    assert!(
+        !untouched.contains(r#"<span class="tag">paused</span>"#)
+            && !untouched.contains(r#"<span class="tag">restocked"#),
+        "{untouched}"
+    );
+    // The backend paths of the instance that answered, with their guards.
+    assert!(
+        dom.contains("backend paths on this instance: ") && dom.contains("breaker closed"),
+        "{dom}"
+    );
     for ledger in &report {
         let (numbers, text) = &cards[&ledger.id];
         assert_eq!(

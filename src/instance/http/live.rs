@@ -15,6 +15,7 @@ use crate::model::error::ApiError;
 use crate::model::product::now_ms;
 use crate::orders::ledger;
 use crate::orders::ledger::Ledger;
+use crate::sale::guard::PathState;
 use crate::sale::live;
 use crate::sale::live::Minute;
 use crate::sale::product_store;
@@ -35,6 +36,10 @@ pub struct LiveView {
     pub chart_svg: String,
     /// Every product, ascending by id.
     pub products: Vec<LiveProduct>,
+    /// The answering instance's backend paths now: each one's adaptive
+    /// limit, buys in flight and breaker state (as `GET /config` shows
+    /// them), so the page shows a path closing down as it happens.
+    pub paths: Vec<PathState>,
 }
 
 /// One product in the live view.
@@ -82,5 +87,6 @@ pub async fn view(State(app): State<AppState>) -> Result<Json<LiveView>, ApiErro
                 ledger,
             })
             .collect(),
+        paths: app.shop().guards.paths(),
     }))
 }
