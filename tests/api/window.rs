@@ -132,7 +132,7 @@ async fn a_sale_paused_resumed_and_closed_keeps_its_orders_and_holds() {
     let urls: Vec<String> = lab.info.instances.iter().map(|i| i.url.clone()).collect();
     gateway
         .reset(
-            1911,
+            1921,
             &json!({"stock": 5, "strategy": "redis-lua", "pay_within_ms": 60_000}),
         )
         .await
@@ -140,43 +140,43 @@ async fn a_sale_paused_resumed_and_closed_keeps_its_orders_and_holds() {
     // Both instances hold a copy of the product from a sale each.
     let mut holds = Vec::new();
     for (i, url) in urls.iter().enumerate() {
-        let (status, _, body) = raw_buy(url, 1911, &format!("open-{i}"), None).await;
+        let (status, _, body) = raw_buy(url, 1921, &format!("open-{i}"), None).await;
         assert_eq!(status, 200, "{body}");
         holds.push((body["order_id"].as_str().expect("an order").to_owned(), i));
     }
-    let paused = gateway.window_answer(1911, Pause).await.expect("pause");
+    let paused = gateway.window_answer(1921, Pause).await.expect("pause");
     assert!(paused.changed && paused.paused, "{paused:?}");
     for url in &urls {
-        let (status, retry_after, body) = raw_buy(url, 1911, "paused", None).await;
+        let (status, retry_after, body) = raw_buy(url, 1921, "paused", None).await;
         assert_eq!(status, 403, "{body}");
         assert_eq!(body["error"]["code"], "not_started", "{body}");
         assert!(body["error"]["seconds_left"].is_null(), "{body}");
         assert_eq!(retry_after, Some(1));
     }
-    let again = gateway.window_answer(1911, Pause).await.expect("pause");
+    let again = gateway.window_answer(1921, Pause).await.expect("pause");
     assert!(
         !again.changed,
         "a second pause changed something: {again:?}"
     );
-    let resumed = gateway.window_answer(1911, Resume).await.expect("resume");
+    let resumed = gateway.window_answer(1921, Resume).await.expect("resume");
     assert!(resumed.changed && !resumed.paused, "{resumed:?}");
-    let (status, _, body) = raw_buy(&urls[1], 1911, "resumed", None).await;
+    let (status, _, body) = raw_buy(&urls[1], 1921, "resumed", None).await;
     assert_eq!(status, 200, "{body}");
-    let closed = gateway.window_answer(1911, Close).await.expect("close");
+    let closed = gateway.window_answer(1921, Close).await.expect("close");
     assert!(closed.changed, "{closed:?}");
     assert!(closed.closes_at_ms > 0 && closed.closes_at_ms <= closed.at_ms);
     for url in &urls {
-        let (status, _, body) = raw_buy(url, 1911, "closed", None).await;
+        let (status, _, body) = raw_buy(url, 1921, "closed", None).await;
         assert_eq!((status, &body["error"]["code"]), (410, &json!("ended")));
     }
     for action in [Pause, Resume] {
-        let refused = gateway.window(1911, action).await;
+        let refused = gateway.window(1921, action).await;
         assert_eq!(
             (refused.status, refused.code.as_deref()),
             (410, Some("ended"))
         );
     }
-    let closed_again = gateway.window_answer(1911, Close).await.expect("close");
+    let closed_again = gateway.window_answer(1921, Close).await.expect("close");
     assert!(!closed_again.changed, "{closed_again:?}");
     // The holds made before the close are paid after it.
     for (order, i) in holds {
@@ -186,7 +186,7 @@ async fn a_sale_paused_resumed_and_closed_keeps_its_orders_and_holds() {
             .await;
         assert_eq!((paid.status, paid.said.as_str()), (200, "paid"), "{paid:?}");
     }
-    let ledger = gateway.ledger(1911).await.expect("ledger");
+    let ledger = gateway.ledger(1921).await.expect("ledger");
     assert_eq!(
         (ledger.initial, ledger.sold, ledger.remaining, ledger.paid),
         (5, 3, 2, 2),
@@ -199,7 +199,7 @@ async fn bad_window_requests_are_refused_and_change_nothing() {
     let lab = shared();
     let base = &lab.info.gateway_url;
     lab.gateway()
-        .reset(1912, &json!({"stock": 2, "strategy": "db-atomic"}))
+        .reset(1922, &json!({"stock": 2, "strategy": "db-atomic"}))
         .await
         .expect("reset");
     let send = |id: i64, token: Option<&str>, body: &'static str| {
@@ -223,28 +223,28 @@ async fn bad_window_requests_are_refused_and_change_nothing() {
     let token = Some(lab.info.admin_token.as_str());
     let cases = [
         (
-            send(1912, None, r#"{"action":"pause"}"#).await,
+            send(1922, None, r#"{"action":"pause"}"#).await,
             401,
             "unauthorized",
         ),
         (
-            send(1912, Some("nope"), r#"{"action":"pause"}"#).await,
+            send(1922, Some("nope"), r#"{"action":"pause"}"#).await,
             403,
             "forbidden",
         ),
         (
-            send(1912, token, r#"{"action":"open"}"#).await,
+            send(1922, token, r#"{"action":"open"}"#).await,
             400,
             "bad_request",
         ),
         (
-            send(1912, token, r#"{"action":"pause","at":1}"#).await,
+            send(1922, token, r#"{"action":"pause","at":1}"#).await,
             400,
             "bad_request",
         ),
-        (send(1912, token, "").await, 400, "bad_request"),
+        (send(1922, token, "").await, 400, "bad_request"),
         (
-            send(991_912, token, r#"{"action":"pause"}"#).await,
+            send(991_922, token, r#"{"action":"pause"}"#).await,
             404,
             "unknown_product",
         ),
@@ -252,6 +252,6 @@ async fn bad_window_requests_are_refused_and_change_nothing() {
     for (i, ((status, code), want, want_code)) in cases.into_iter().enumerate() {
         assert_eq!((status, code.as_str()), (want, want_code), "case {i}");
     }
-    let (status, _, body) = raw_buy(base, 1912, "still-open", None).await;
+    let (status, _, body) = raw_buy(base, 1922, "still-open", None).await;
     assert_eq!(status, 200, "{body}");
 }
