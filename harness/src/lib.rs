@@ -288,3 +288,28 @@ impl Drop for Outside {
         let _ = self.child.wait();
     }
 }
+
+/// Buyers who come back one at a time after a crowd, as clients told
+/// `busy` would, until one is told `sold_out` (at most `most`; after a
+/// `busy`, 100 ms later). A slow path's adaptive limit turns part of a
+/// crowd away at once with nothing sold, so a race that must sell exactly
+/// its stock sells the units they left to these. Returns how many bought;
+/// panics on any other answer.
+pub async fn come_back(target: &Gateway, product: i64, most: usize) -> i64 {
+    use seckill::lab::client::BuyResult;
+    let mut bought = 0;
+    for again in 0..most {
+        match target
+            .buy(product, &format!("back-{product}-{again}"))
+            .await
+        {
+            BuyResult::Ok => bought += 1,
+            BuyResult::Failed(code) if code == "sold_out" => break,
+            BuyResult::Failed(code) if code == "busy" => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            BuyResult::Failed(code) => panic!("product {product}: a buyer coming back told {code}"),
+        }
+    }
+    bought
+}

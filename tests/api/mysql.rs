@@ -9,7 +9,7 @@ use seckill::stock::strategy::Catalogue;
 use serde_json::json;
 use sqlx::Connection;
 
-use crate::harness::{Race, race_on, shared};
+use crate::harness::{Race, come_back, race_on, shared};
 
 /// Every safe strategy that takes `store: mysql` sells exactly the stock
 /// there, through both instances, and its history checks against MySQL.
@@ -35,10 +35,14 @@ async fn every_safe_strategy_that_takes_mysql_sells_exactly_the_stock_there() {
             Race::crowd(product, info.id, settings),
         )
         .await;
+        assert!(row.sold <= 20 && row.oversold == 0, "{row:?}");
+        // Buyers turned away `busy` come back one at a time.
+        let sold = row.sold + come_back(&gateway, product, 100).await;
+        let ledger = gateway.ledger(product).await.expect("ledger");
         assert_eq!(
-            (row.sold, row.oversold, row.remaining),
-            (20, 0, 0),
-            "{}@mysql: {row:?}",
+            (ledger.sold, sold, ledger.oversold, ledger.remaining),
+            (20, 20, 0, 0),
+            "{}@mysql: {row:?} then {ledger:?}",
             info.id
         );
         assert_eq!(row.history_ok, Some(true), "{}@mysql: {row:?}", info.id);
