@@ -305,21 +305,12 @@ impl Gateway {
             units,
             addition_id: Some(addition),
         };
-        let sent = self
+        let request = self
             .http
             .post(format!("{}/admin/products/{id}/restock", self.base))
             .bearer_auth(&self.admin_token)
-            .json(&body)
-            .send()
-            .await;
-        let Ok(response) = sent else {
-            return Answer::unanswered();
-        };
-        let status = response.status().as_u16();
-        match response.bytes().await {
-            Ok(body) => Answer::of_reply(status, None, &body),
-            Err(_) => Answer::unanswered(),
-        }
+            .json(&body);
+        operator_answer(request).await
     }
 
     /// [`Gateway::restock`], the 200's body read: an error for any other
@@ -354,14 +345,7 @@ impl Gateway {
     /// Pauses, resumes or closes product `id`'s sale: the answer's status
     /// and code (status 0 when none came).
     pub async fn window(&self, id: i64, action: WindowAction) -> Answer {
-        let Ok(response) = self.window_request(id, action).send().await else {
-            return Answer::unanswered();
-        };
-        let status = response.status().as_u16();
-        match response.bytes().await {
-            Ok(body) => Answer::of_reply(status, None, &body),
-            Err(_) => Answer::unanswered(),
-        }
+        operator_answer(self.window_request(id, action)).await
     }
 
     /// [`Gateway::window`], the 200's body read: an error for any other
@@ -562,6 +546,19 @@ impl Gateway {
         let text = response.text().await?;
         anyhow::ensure!(status.is_success(), "GET {path}: {status} {text}");
         serde_json::from_str(&text).with_context(|| format!("GET {path}: parsing {text}"))
+    }
+}
+
+/// An operator request's status and code, as a history line records it
+/// (status 0 when no answer came).
+async fn operator_answer(request: reqwest::RequestBuilder) -> Answer {
+    let Ok(response) = request.send().await else {
+        return Answer::unanswered();
+    };
+    let status = response.status().as_u16();
+    match response.bytes().await {
+        Ok(body) => Answer::of_reply(status, None, &body),
+        Err(_) => Answer::unanswered(),
     }
 }
 
