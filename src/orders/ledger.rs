@@ -12,8 +12,6 @@
 
 use std::collections::HashMap;
 
-use redis::AsyncCommands;
-use redis::streams::StreamRangeReply;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -21,7 +19,7 @@ use uuid::Uuid;
 use crate::backends::Backends;
 use crate::backends::failure::BackendError;
 use crate::model::order::state::Tally;
-use crate::model::order::stream::parse_entry;
+use crate::model::order::stream::{parse_entry, read_all};
 use crate::model::product::{Product, Settings, StoreKind, keys};
 use crate::sale::placement::Placed;
 use crate::sale::waves;
@@ -185,7 +183,7 @@ pub async fn compute(
     Ok(ledgers)
 }
 
-/// Reads every order stream once (one `XRANGE` per stream, sent at once:
+/// Reads every order stream once (the streams at once, each in pages:
 /// on a cluster they live on different masters) and groups their order
 /// ids. The writer deletes entries once stored, so the streams hold only
 /// the not-yet-stored tail.
@@ -193,14 +191,14 @@ async fn stream_orders(backends: &Backends) -> Result<StreamOrders, BackendError
     let conn = backends.redis.get().await?;
     let reads = keys::all_orders().into_iter().map(|stream| {
         let mut conn = (*conn).clone();
-        async move { conn.xrange_all::<_, StreamRangeReply>(stream).await }
+        async move { read_all(&mut conn, &stream).await }
     });
     let replies = futures::future::join_all(reads)
         .await
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
     let mut grouped = StreamOrders::new();
-    for order in replies.iter().flat_map(|r| &r.ids).filter_map(parse_entry) {
+    for order in replies.iter().flatten().filter_map(parse_entry) {
         grouped
             .entry((order.product_id, order.epoch))
             .or_default()

@@ -10,6 +10,7 @@ use redis::streams::StreamReadOptions;
 use serde_json::json;
 use sqlx::Connection;
 
+use crate::harness;
 use crate::harness::TestLab;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,4 +86,39 @@ async fn orders_left_pending_by_a_dead_consumer_are_claimed() {
         .await
         .expect("xpending");
     assert_eq!(pending.count(), 0, "claimed entries are acknowledged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_longer_than_a_page_is_read_whole_and_once() {
+    // A scratch stream no writer drains: 2,000 entries end on a page's
+    // boundary (the last page full, then an empty one), 2,345 inside one.
+    let redis = redis::Client::open(harness::shared().info.redis_url.as_str()).expect("redis");
+    let conn = redis
+        .get_multiplexed_async_connection()
+        .await
+        .expect("conn");
+    let mut shared = seckill::backends::conn::RedisConn::Single(conn.clone());
+    for (name, length) in [("boundary", 2_000), ("inside", 2_345), ("empty", 0)] {
+        let stream = format!("test:read-all:{name}:{}", uuid::Uuid::now_v7());
+        let mut pipe = redis::pipe();
+        for n in 0..length {
+            pipe.xadd(&stream, "*", &[("n", n)]).ignore();
+        }
+        if length > 0 {
+            let () = pipe.query_async(&mut conn.clone()).await.expect("xadd");
+        }
+        let entries = seckill::model::order::stream::read_all(&mut shared, &stream)
+            .await
+            .expect("read_all");
+        let read: Vec<i64> = entries
+            .iter()
+            .map(|e| e.get::<i64>("n").expect("field n"))
+            .collect();
+        assert_eq!(
+            read,
+            (0..length).collect::<Vec<_>>(),
+            "{name}: every entry once, in order"
+        );
+        let _: () = conn.clone().del(&stream).await.expect("del");
+    }
 }

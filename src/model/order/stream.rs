@@ -14,6 +14,15 @@ use crate::backends::failure::BackendError;
 /// writer is behind, and the one searching is told to come back.
 const STREAM_SEARCH_LIMIT: usize = 10_000;
 
+/// Entries per `XRANGE` page. A writer that fell behind (its link to
+/// Redis slowed while the buyers' script kept appending) leaves tens of
+/// thousands of entries; read in one reply they take Redis's one thread
+/// from the buyers while it is built, and the instance longer than the
+/// 500 ms redis-rs gives an answer to parse it (measured: an 18,000-entry
+/// backlog after `backend-slowdown`'s slowed Redis link, read in one
+/// reply, timed out on a busy machine and the ledger answered 503).
+const PAGE: usize = 1_000;
+
 /// The order `order_id` if it waits in `stream`.
 pub async fn find_in_stream(
     conn: &mut RedisConn,
@@ -26,17 +35,38 @@ pub async fn find_in_stream(
             "{length} orders wait in the stream; cannot tell yet"
         )));
     }
-    let reply: StreamRangeReply = redis::cmd("XRANGE")
-        .arg(stream)
-        .arg("-")
-        .arg("+")
-        .query_async(conn)
-        .await?;
-    Ok(reply
-        .ids
+    Ok(read_all(conn, stream)
+        .await?
         .iter()
         .filter_map(parse_entry)
         .find(|order| order.order_id == order_id))
+}
+
+/// Every entry of `stream`, oldest first, a [`PAGE`] per round trip: no
+/// reply is large, whatever the backlog. An entry the writer deletes
+/// meanwhile is read or not, as with one `XRANGE`.
+pub async fn read_all(conn: &mut RedisConn, stream: &str) -> Result<Vec<StreamId>, BackendError> {
+    let mut entries = Vec::new();
+    let mut from = "-".to_owned();
+    loop {
+        let page: StreamRangeReply = redis::cmd("XRANGE")
+            .arg(stream)
+            .arg(&from)
+            .arg("+")
+            .arg("COUNT")
+            .arg(PAGE)
+            .query_async(conn)
+            .await?;
+        let full = page.ids.len() == PAGE;
+        if let Some(last) = page.ids.last() {
+            // Exclusive start (Redis 6.2): the page after the last entry.
+            from = format!("({}", last.id);
+        }
+        entries.extend(page.ids);
+        if !full {
+            return Ok(entries);
+        }
+    }
 }
 
 /// Reads an order back from a stream entry, its line or (appended before
