@@ -846,3 +846,32 @@ fn a_paused_or_closed_sale_sells_to_nobody_sent_after_the_answer_and_loses_nothi
         "{held:?}"
     );
 }
+
+#[test]
+fn the_guards_cost_is_measured_on_two_instances_of_one_run() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::NamedTempFile::new().expect("temp file");
+    // The bench itself refuses a lab whose two instances do not differ
+    // by the guards (their /config); the values are the bench's business.
+    let status = Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(["bench", "--guards", "--strategies", "redis-lua,db-atomic"])
+        .args(["--duration-secs", "2", "--concurrency", "16"])
+        .arg("--out")
+        .arg(out.path())
+        .status()
+        .expect("running seckill bench --guards");
+    assert!(status.success(), "seckill bench --guards exited {status}");
+    let rows: Vec<seckill::race::bench::guards::GuardsRow> =
+        serde_json::from_str(&std::fs::read_to_string(out.path()).expect("json")).expect("rows");
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["redis-lua", "db-atomic"]);
+    for r in &rows {
+        assert!(r.on_ops_per_sec > 0.0 && r.off_ops_per_sec > 0.0, "{r:?}");
+        assert!(r.health_on > 0.0 && r.health_off > 0.0, "{r:?}");
+        let ratio = (r.on_ops_per_sec / r.off_ops_per_sec) / (r.health_on / r.health_off);
+        assert!((r.ratio - ratio).abs() < 0.01, "{r:?}");
+        assert!(r.on_cpu_us > 0.0 && r.off_cpu_us > 0.0, "{r:?}");
+        assert_eq!(r.history_ok, Some(true), "{r:?}");
+        assert_eq!(r.oversold, 0, "{r:?}");
+    }
+}

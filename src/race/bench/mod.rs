@@ -19,6 +19,7 @@
 mod commands;
 mod cpu;
 mod groups;
+pub mod guards;
 mod lean;
 mod load;
 mod svg;
@@ -78,6 +79,11 @@ pub struct BenchArgs {
     /// Also draw the table as a chart, one bar per figure (SVG).
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Instead of the figures, what the adaptive limit and the breaker
+    /// cost each strategy: two instances, one without them, loaded in
+    /// alternated slices of one run ([`guards`]); `--out` writes its rows.
+    #[arg(long)]
+    pub guards: bool,
 }
 
 /// One figure of the bench.
@@ -141,6 +147,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
             "unknown strategy {strategy:?}"
         );
     }
+    if args.guards {
+        return guards_cost(&args, &catalogue).await;
+    }
     eprintln!("starting a lab with {} instances…", args.lab.instances);
     let lab = Lab::start(&LabArgs::with_shape(args.lab.clone())).await?;
     let result = measure(&args, &lab, &catalogue).await;
@@ -179,6 +188,34 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<bool> {
     Ok(rows
         .iter()
         .all(|r| r.history_ok != Some(false) && r.oversold.unwrap_or(0) == 0))
+}
+
+/// `--guards`: the comparison's lab, its table, its rows to `--out`.
+async fn guards_cost(args: &BenchArgs, catalogue: &Catalogue) -> anyhow::Result<bool> {
+    eprintln!(
+        "starting a lab with {} instances, {} without the guards…",
+        args.lab.instances,
+        guards::OFF
+    );
+    let lab = Lab::start(&guards::lab_args(args)?).await?;
+    let result = guards::measure(args, &lab, catalogue).await;
+    lab.stop().await;
+    let rows = result?;
+    println!(
+        "persistence: {}; {} s per instance and load in {} slices, {} in flight",
+        args.lab.durability.as_str(),
+        args.duration_secs,
+        guards::ROUNDS,
+        args.concurrency
+    );
+    print!("{}", guards::render(&rows));
+    if let Some(path) = &args.out {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(rows
+        .iter()
+        .all(|r| r.history_ok != Some(false) && r.oversold == 0))
 }
 
 async fn measure(
