@@ -32,7 +32,7 @@ impl Master {
     /// A master at `url` (not connected yet).
     pub fn new(url: &str) -> Result<Self, BackendError> {
         Ok(Self {
-            client: redis::Client::open(url)?,
+            client: redis::Client::open(super::master::connection_info(url)?)?,
             conn: tokio::sync::Mutex::new(None),
             down_until: std::sync::Mutex::new(None),
         })

@@ -6,29 +6,26 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::product::now_ms;
 use crate::race::attempt::Attempt;
 use crate::race::driver::percentile_ms;
 
-/// A race's start, as an instant and as the epoch's milliseconds (what an
-/// order id's timestamp is in).
-pub struct Clock {
-    /// When the race began.
-    pub start: Instant,
-    start_ms: u64,
+/// The stock counter, read at one instant: two of them tell what the
+/// backend sold in between.
+#[derive(Clone, Copy)]
+pub struct Counted {
+    /// When it was read (halfway through the read's round trip).
+    pub at: Instant,
+    /// The units left.
+    pub remaining: i64,
 }
 
-impl Clock {
-    /// Now.
-    pub fn now() -> Self {
-        Self {
-            start: Instant::now(),
-            start_ms: now_ms(),
-        }
-    }
-
-    fn ms(&self, at: Instant) -> u64 {
-        self.start_ms + at.saturating_duration_since(self.start).as_millis() as u64
+impl Counted {
+    /// Units sold per second from `self` to `later`, whoever waited for
+    /// them: the counter moves when the backend sells, however long the
+    /// sale queued before.
+    pub fn rate_to(self, later: Counted) -> f64 {
+        let secs = later.at.saturating_duration_since(self.at).as_secs_f64();
+        (self.remaining - later.remaining) as f64 / secs.max(1e-9)
     }
 }
 
@@ -39,7 +36,7 @@ pub struct Phases {
     /// … to the slowdown.
     pub slowed: Instant,
     /// The slowdown's steady part, past the transition.
-    steady: Instant,
+    pub steady: Instant,
     /// The link heals.
     pub healed: Instant,
     /// The buyers stop.
@@ -76,8 +73,8 @@ pub struct SlowdownOutcome {
     pub healthy_goodput: f64,
     /// The same, in the slowdown's steady part.
     pub goodput: f64,
-    /// Sales the backend made per second then (orders whose sale began
-    /// in it), answered in time or not.
+    /// Sales the backend made per second then (its stock counter's fall
+    /// from the steady part's start to its end), answered in time or not.
     pub sales: f64,
     /// The slowed path's capacity: the more `sales` of the path's two
     /// races.
@@ -102,15 +99,16 @@ pub struct SlowdownOutcome {
     pub recovery_ms: Option<u64>,
 }
 
-/// The numbers of one race: its `attempts`, the product's `orders` (each
-/// its id's ms and its buyer).
+/// The numbers of one race: its `attempts`, the buyer of each of the
+/// product's orders, and the backend's `sales` per second in the steady
+/// part (see [`Counted`]).
 pub fn tally(
     attempts: &[Attempt],
-    orders: &[(u64, String)],
+    buyers: &[String],
     phases: &Phases,
-    clock: &Clock,
     patience: Duration,
     guarded: bool,
+    sales: f64,
 ) -> SlowdownOutcome {
     let in_time = |a: &Attempt| a.answer.status == 200 && a.took <= patience;
     let code = |a: &Attempt, c: &str| a.answer.code.as_deref() == Some(c);
@@ -135,11 +133,6 @@ pub fn tally(
         .map(|a| a.took.min(patience))
         .collect();
     admitted.sort();
-    let (from_ms, to_ms) = (clock.ms(steady), clock.ms(healed));
-    let sold_then = orders
-        .iter()
-        .filter(|(ms, _)| (from_ms..to_ms).contains(ms))
-        .count();
     let answered: HashMap<&str, bool> = attempts
         .iter()
         .map(|a| (a.buyer.as_str(), a.answer.status == 200))
@@ -153,7 +146,7 @@ pub fn tally(
             steady,
             healed,
         ),
-        sales: per_sec(sold_then, steady, healed),
+        sales,
         capacity: 0.0,
         p50_ms: percentile_ms(&admitted, 0.50),
         p99_ms: percentile_ms(&admitted, 0.99),
@@ -161,9 +154,9 @@ pub fn tally(
         refused: slowed().filter(|a| code(a, "busy")).count() as u64,
         gave_up: slowed().filter(|a| a.answer.status == 0).count() as u64,
         unknown: slowed().filter(|a| code(a, "outcome_unknown")).count() as u64,
-        wasted: orders
+        wasted: buyers
             .iter()
-            .filter(|(_, buyer)| !answered.get(buyer.as_str()).copied().unwrap_or(false))
+            .filter(|buyer| !answered.get(buyer.as_str()).copied().unwrap_or(false))
             .count() as u64,
         recovery_ms: recovery(attempts, phases, healthy_goodput, in_time),
     }

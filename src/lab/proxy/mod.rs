@@ -24,6 +24,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
+use timer::Timer;
+
+mod timer;
+
 /// What the proxy does with the traffic of every connection, current and
 /// new.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,6 +233,8 @@ struct Pipe {
     closed: bool,
     /// Where a read lands before it becomes a chunk.
     scratch: Box<[u8]>,
+    /// Holds each chunk until it is due.
+    timer: Timer,
 }
 
 /// Bytes read and held for a delayed write, at most, per direction.
@@ -250,6 +256,7 @@ impl Pipe {
             ended: false,
             closed: false,
             scratch: vec![0; 16 * 1024].into_boxed_slice(),
+            timer: Timer::default(),
         }
     }
 
@@ -276,7 +283,10 @@ impl Pipe {
             let reading = !self.ended && self.held < HELD_MAX;
             tokio::select! {
                 biased;
-                () = sleep_until(due), if due.is_some() => self.write_front(to).await?,
+                due = Self::until(&mut self.timer, due), if due.is_some() => {
+                    due?;
+                    self.write_front(to).await?;
+                }
                 read = from.read(&mut self.scratch), if reading => match read? {
                     0 => self.ended = true,
                     n => {
@@ -289,6 +299,15 @@ impl Pipe {
                     }
                 },
             }
+        }
+    }
+
+    /// Waits until `due` (returns at once without one, or past it: in
+    /// `Pass` every chunk is due when read, and goes straight on).
+    async fn until(timer: &mut Timer, due: Option<Instant>) -> io::Result<()> {
+        match due {
+            Some(due) => timer.until(due).await,
+            None => Ok(()),
         }
     }
 
@@ -307,13 +326,6 @@ impl Pipe {
             self.chunks.pop_front();
         }
         Ok(())
-    }
-}
-
-/// Sleeps until `due` (now, without one).
-async fn sleep_until(due: Option<Instant>) {
-    if let Some(due) = due {
-        tokio::time::sleep_until(due.into()).await;
     }
 }
 
