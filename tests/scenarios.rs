@@ -310,7 +310,7 @@ fn stock_added_mid_race_sells_exactly_once_under_every_safe_strategy_and_store()
 #[test]
 fn a_slowed_backend_keeps_its_goodput_with_the_guards_and_loses_it_without() {
     let rows = scenario("backend-slowdown");
-    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(rows.len(), 6, "{rows:?}");
     for r in &rows {
         let slow = r.slowdown.as_ref().expect("the slowdown's numbers");
         assert_eq!(r.row.oversold, 0, "{r:?}");

@@ -26,7 +26,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use self::breaker::{Breaker, State, Trip, Verdict};
-use self::limit::Limit;
+use self::limit::{Limit, Slot};
 use crate::model::error::ApiError;
 use crate::model::product::StoreKind;
 use crate::model::telemetry::GuardMetrics;
@@ -69,6 +69,8 @@ pub struct PathGuard {
 /// strategy answered, by [`Permit::answered`], or by dropping it.
 pub struct Permit {
     path: Arc<PathGuard>,
+    /// Its slot under the limit (`None` with the limit off).
+    slot: Option<Slot>,
     admitted: Instant,
     /// The product's own simulated work, which is not the backend's time.
     work: Duration,
@@ -153,9 +155,8 @@ impl Guards {
             });
         }
         let probe = verdict == Verdict::Probe;
-        if let Some(limit) = &path.limit
-            && !limit.try_acquire()
-        {
+        let slot = path.limit.as_ref().map(Limit::try_acquire);
+        if let (Some(limit), Some(None)) = (&path.limit, slot) {
             if probe && let Some(breaker) = &path.breaker {
                 breaker.answered(now, true, None);
             }
@@ -173,6 +174,7 @@ impl Guards {
             .limit(path.limit.as_ref().map(|l| (l.limit(), l.in_flight())));
         Ok(Some(Permit {
             path,
+            slot: slot.flatten(),
             admitted: now,
             work,
             probe,
@@ -208,11 +210,11 @@ impl Permit {
             .saturating_duration_since(self.admitted)
             .saturating_sub(self.work);
         let path = &self.path;
-        if let Some(limit) = &path.limit {
+        if let (Some(limit), Some(slot)) = (&path.limit, self.slot) {
             if failed {
                 limit.release();
             } else {
-                limit.answered(latency, now);
+                limit.answered(slot, latency, now);
             }
         }
         if let Some(breaker) = &path.breaker {

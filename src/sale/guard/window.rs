@@ -43,11 +43,6 @@ impl Window {
         }
     }
 
-    /// The window's length.
-    pub fn span(&self) -> Duration {
-        self.width * BUCKETS as u32
-    }
-
     fn slot(&self, at: Instant) -> u64 {
         (at.saturating_duration_since(self.origin).as_nanos() / self.width.as_nanos()) as u64
     }
