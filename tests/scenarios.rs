@@ -866,9 +866,12 @@ fn the_guards_cost_is_measured_on_two_instances_of_one_run() {
     let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["redis-lua", "db-atomic"]);
     for r in &rows {
-        assert!(r.on_ops_per_sec > 0.0 && r.off_ops_per_sec > 0.0, "{r:?}");
+        assert!(
+            r.on_sales_per_sec > 0.0 && r.off_sales_per_sec > 0.0,
+            "{r:?}"
+        );
         assert!(r.health_on > 0.0 && r.health_off > 0.0, "{r:?}");
-        let ratio = (r.on_ops_per_sec / r.off_ops_per_sec) / (r.health_on / r.health_off);
+        let ratio = (r.on_sales_per_sec / r.off_sales_per_sec) / (r.health_on / r.health_off);
         assert!((r.ratio - ratio).abs() < 0.01, "{r:?}");
         assert!(r.on_cpu_us > 0.0 && r.off_cpu_us > 0.0, "{r:?}");
         assert_eq!(r.history_ok, Some(true), "{r:?}");

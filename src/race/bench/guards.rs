@@ -16,6 +16,7 @@
 //! ratio over it. The instance's own CPU per operation, read from
 //! `/proc`, says the same from the other side.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -42,18 +43,26 @@ const SLICE_WARMUP: Duration = Duration::from_millis(500);
 pub struct GuardsRow {
     /// The strategy.
     pub name: String,
-    /// Buys per second through the instance with the guards.
-    pub on_ops_per_sec: f64,
+    /// Sales per second through the instance with the guards: a buy its
+    /// guards answered `busy` is not one (counted as throughput, a
+    /// refusal, cheaper than a sale, would flatter the guards).
+    pub on_sales_per_sec: f64,
     /// The same without them.
-    pub off_ops_per_sec: f64,
+    pub off_sales_per_sec: f64,
+    /// Buys the instance with the guards answered with anything but a
+    /// sale, by error code (on a healthy sale with stock to spare: the
+    /// guards' refusals, or what went wrong).
+    pub on_refused: BTreeMap<String, u64>,
+    /// The same without them.
+    pub off_refused: BTreeMap<String, u64>,
     /// `GET /healthz` per second, with the guards' instance.
     pub health_on: f64,
     /// The same, on the other.
     pub health_off: f64,
-    /// Buys on over off, over health on over off: 1 when the guards
+    /// Sales on over off, over health on over off: 1 when the guards
     /// cost nothing.
     pub ratio: f64,
-    /// µs of the instance's CPU per buy, with the guards.
+    /// µs of the instance's CPU per buy answered, with the guards.
     pub on_cpu_us: f64,
     /// The same without them.
     pub off_cpu_us: f64,
@@ -117,19 +126,22 @@ pub async fn measure(
         let (buys, attempts, began) = alternate(&sides, args.concurrency, slice, product).await?;
         let (health, _, _) = alternate(&sides, args.concurrency, slice, 0).await?;
         let row = settled_row(&sides[0].target, &audit, product, &attempts, began).await?;
-        let rate = |t: Tally| t.ops as f64 / t.seconds.max(1e-9);
-        let cpu = |t: Tally| t.cpu_us / t.ops.max(1) as f64;
-        let ratio = (rate(buys[0]) / rate(buys[1]).max(1e-9))
-            / (rate(health[0]) / rate(health[1]).max(1e-9)).max(1e-9);
+        let sales = |t: &Tally| t.done as f64 / t.seconds.max(1e-9);
+        let rate = |t: &Tally| t.answered as f64 / t.seconds.max(1e-9);
+        let cpu = |t: &Tally| t.cpu_us / t.answered.max(1) as f64;
+        let ratio = (sales(&buys[0]) / sales(&buys[1]).max(1e-9))
+            / (rate(&health[0]) / rate(&health[1]).max(1e-9)).max(1e-9);
         rows.push(GuardsRow {
             name: strategy.clone(),
-            on_ops_per_sec: round(rate(buys[0])),
-            off_ops_per_sec: round(rate(buys[1])),
-            health_on: round(rate(health[0])),
-            health_off: round(rate(health[1])),
+            on_sales_per_sec: round(sales(&buys[0])),
+            off_sales_per_sec: round(sales(&buys[1])),
+            health_on: round(rate(&health[0])),
+            health_off: round(rate(&health[1])),
             ratio: (ratio * 1000.0).round() / 1000.0,
-            on_cpu_us: round(cpu(buys[0])),
-            off_cpu_us: round(cpu(buys[1])),
+            on_cpu_us: round(cpu(&buys[0])),
+            off_cpu_us: round(cpu(&buys[1])),
+            on_refused: buys[0].errors.clone(),
+            off_refused: buys[1].errors.clone(),
             history_ok: row.history_ok,
             oversold: row.oversold,
         });
@@ -169,9 +181,14 @@ fn side(args: &BenchArgs, lab: &Lab, name: &str) -> anyhow::Result<Side> {
 }
 
 /// What one side's slices added up to.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Tally {
-    ops: u64,
+    /// Operations answered, whatever the answer.
+    answered: u64,
+    /// Those that did what was asked (a sale; a health check).
+    done: u64,
+    /// The others, by error code.
+    errors: BTreeMap<String, u64>,
     seconds: f64,
     /// The instance's CPU over the measured seconds, µs.
     cpu_us: f64,
@@ -187,26 +204,30 @@ async fn alternate(
     product: i64,
 ) -> anyhow::Result<([Tally; 2], Vec<Attempt>, Instant)> {
     let began = Instant::now();
-    let mut tallies = [Tally::default(); 2];
+    let mut tallies: [Tally; 2] = Default::default();
     let mut attempts = Vec::new();
     for round in 0..ROUNDS {
         let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
         for which in order {
             let side = &sides[which];
             let window = (SLICE_WARMUP, slice);
-            let (ops, cpu) = if product == 0 {
+            let (sample, cpu) = if product == 0 {
                 let load = load::http(&side.target, n, SLICE_WARMUP, slice);
                 let (sample, cpu) = cpu::around(&side.groups, window, load).await;
-                (sample?.count(), cpu)
+                (sample?, cpu)
             } else {
                 let load = load::buys(&side.target, product, false, n, SLICE_WARMUP, slice);
                 let (measured, cpu) = cpu::around(&side.groups, window, load).await;
                 let (sample, mine, _) = measured?;
                 attempts.extend(mine);
-                (sample.count(), cpu)
+                (sample, cpu)
             };
             let tally = &mut tallies[which];
-            tally.ops += ops;
+            tally.answered += sample.count();
+            tally.done += sample.ok();
+            for (code, n) in &sample.errors {
+                *tally.errors.entry(code.clone()).or_default() += n;
+            }
             tally.seconds += slice.as_secs_f64();
             tally.cpu_us += cpu.per_op_us(1).get("instances").copied().unwrap_or(0.0);
         }
@@ -217,10 +238,12 @@ async fn alternate(
 /// The comparison as an aligned table.
 pub fn render(rows: &[GuardsRow]) -> String {
     let mut out = format!(
-        "{:<14} {:>10} {:>10} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8}\n",
+        "{:<14} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>8}\n",
         "guards",
-        "on ops/s",
-        "off ops/s",
+        "on sales/s",
+        "off sales/s",
+        "on refused",
+        "off refused",
         "health on",
         "health off",
         "ratio",
@@ -236,10 +259,12 @@ pub fn render(rows: &[GuardsRow]) -> String {
             None => "-",
         };
         out.push_str(&format!(
-            "{:<14} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>7.3} {:>9.1} {:>9.1} {:>7} {:>8}\n",
+            "{:<14} {:>11.0} {:>11.0} {:>11} {:>11} {:>10.0} {:>10.0} {:>7.3} {:>9.1} {:>9.1} {:>7} {:>8}\n",
             r.name,
-            r.on_ops_per_sec,
-            r.off_ops_per_sec,
+            r.on_sales_per_sec,
+            r.off_sales_per_sec,
+            r.on_refused.values().sum::<u64>(),
+            r.off_refused.values().sum::<u64>(),
             r.health_on,
             r.health_off,
             r.ratio,
@@ -249,6 +274,15 @@ pub fn render(rows: &[GuardsRow]) -> String {
             r.oversold
         ));
     }
-    out.push_str("ratio: buys on/off over health on/off (1: the guards cost nothing)\n");
+    for r in rows {
+        for (side, refused) in [("on", &r.on_refused), ("off", &r.off_refused)] {
+            if !refused.is_empty() {
+                out.push_str(&format!("{} refused, guards {side}: {refused:?}\n", r.name));
+            }
+        }
+    }
+    out.push_str(
+        "ratio: sales on/off over health on/off (1: the guards cost nothing); refused: buys answered anything but a sale; µs/op: per buy answered\n",
+    );
     out
 }

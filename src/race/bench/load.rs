@@ -40,6 +40,11 @@ impl Sample {
         self.latencies.len() as u64
     }
 
+    /// Counted operations that succeeded.
+    pub fn ok(&self) -> u64 {
+        self.ok
+    }
+
     /// Successful operations per second.
     pub fn ok_rate(&self) -> f64 {
         self.ok as f64 / self.window.as_secs_f64().max(1e-9)

@@ -22,6 +22,14 @@
 //! (`X…` but `XADD`), Pub/Sub, and the clients' housekeeping (`CLUSTER`,
 //! `CLIENT`, `CONFIG`, `COMMAND`, `INFO`, `PING`, `HELLO`, `SCRIPT`…).
 //! A sale is a script's `XADD`.
+//!
+//! The instances' adaptive limit is off here (`SECKILL_EDGE_OFF=adaptive`),
+//! as in `segment-scaling`: a burst of buyers on two shared cores queues
+//! in the instances themselves, and on a debug build under load a few
+//! `segmented` answers came back after the limit's 500 ms target, which
+//! cut the path to its floor and turned 389 of 600 buyers away `busy`
+//! (29 units unsold, CI of 2026-12-07). Which master serves the sale is
+//! the question here; what the limit refuses is `backend-slowdown`'s.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -61,6 +69,7 @@ pub struct MasterLoad {
 pub async fn run(ctx: &mut Ctx) -> anyhow::Result<Vec<ScenarioRow>> {
     let topology = LabArgs {
         redis_cluster: Some(MASTERS),
+        instance_env: vec![("SECKILL_EDGE_OFF".to_owned(), "adaptive".to_owned())],
         ..LabArgs::with_instances(2)
     };
     ctx.with_lab(topology, async |ctx, lab| {
