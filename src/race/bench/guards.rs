@@ -127,8 +127,8 @@ pub async fn measure(
         let (health, _, _) = alternate(&sides, args.concurrency, slice, 0).await?;
         let row = settled_row(&sides[0].target, &audit, product, &attempts, began).await?;
         let sales = |t: &Tally| t.done as f64 / t.seconds.max(1e-9);
-        let rate = |t: &Tally| t.answered as f64 / t.seconds.max(1e-9);
-        let cpu = |t: &Tally| t.cpu_us / t.answered.max(1) as f64;
+        let rate = |t: &Tally| t.answered() as f64 / t.seconds.max(1e-9);
+        let cpu = |t: &Tally| t.cpu_us / t.answered().max(1) as f64;
         let ratio = (sales(&buys[0]) / sales(&buys[1]).max(1e-9))
             / (rate(&health[0]) / rate(&health[1]).max(1e-9)).max(1e-9);
         rows.push(GuardsRow {
@@ -183,8 +183,6 @@ fn side(args: &BenchArgs, lab: &Lab, name: &str) -> anyhow::Result<Side> {
 /// What one side's slices added up to.
 #[derive(Debug, Clone, Default)]
 struct Tally {
-    /// Operations answered, whatever the answer.
-    answered: u64,
     /// Those that did what was asked (a sale; a health check).
     done: u64,
     /// The others, by error code.
@@ -192,6 +190,14 @@ struct Tally {
     seconds: f64,
     /// The instance's CPU over the measured seconds, µs.
     cpu_us: f64,
+}
+
+impl Tally {
+    /// Operations answered, whatever the answer: every counted one is
+    /// done or failed with a code (`load::run_for`).
+    fn answered(&self) -> u64 {
+        self.done + self.errors.values().sum::<u64>()
+    }
 }
 
 /// [`ROUNDS`] slices per side, a-b-b-a: buys of `product`, or with
@@ -223,7 +229,6 @@ async fn alternate(
                 (sample, cpu)
             };
             let tally = &mut tallies[which];
-            tally.answered += sample.count();
             tally.done += sample.ok();
             for (code, n) in &sample.errors {
                 *tally.errors.entry(code.clone()).or_default() += n;
